@@ -1,0 +1,82 @@
+# shellcheck shell=bash disable=SC2034  # variables are used by up.sh and down.sh
+# Shared settings and helpers for deploy/local/up.sh and deploy/local/down.sh.
+# Sourced, not executed.
+
+CAIRN_LOCAL_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CAIRN_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/cairn"
+KAFKA_VERSION="${CAIRN_LOCAL_KAFKA_VERSION:-4.1.1}"
+FERRETDB_VERSION="${CAIRN_LOCAL_FERRETDB_VERSION:-v1.24.2}"
+KAFKA_HOME="$CAIRN_CACHE/kafka-$KAFKA_VERSION"
+KAFKA_LIBS="$KAFKA_HOME/libs"
+FERRETDB_BIN="$CAIRN_CACHE/ferretdb-$FERRETDB_VERSION/bin/ferretdb"
+RUN_DIR="${CAIRN_LOCAL_RUN_DIR:-$CAIRN_CACHE/run}"
+STATE_FILE="${CAIRN_LOCAL_STATE:-$RUN_DIR/state.env}"
+
+log() { printf '[cairn-local] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# with_lock FILE CMD...: run CMD while holding an exclusive lock on FILE
+# (no locking when flock(1) is missing).
+with_lock() {
+    local lock="$1"; shift
+    mkdir -p "$(dirname "$lock")"
+    if command -v flock >/dev/null 2>&1; then
+        (
+            flock -x 9
+            "$@"
+        ) 9>"$lock"
+    else
+        "$@"
+    fi
+}
+
+# pid_matches PID PATTERN: PID is alive and its command line contains PATTERN
+# (guards against signalling a recycled PID).
+pid_matches() {
+    local pid="$1" pattern="$2" cmdline
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    [[ -r "/proc/$pid/cmdline" ]] || return 1
+    cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+    [[ "$cmdline" == *"$pattern"* ]]
+}
+
+# stop_pid NAME PID PATTERN: SIGTERM, wait up to 20 s, then SIGKILL.
+stop_pid() {
+    local name="$1" pid="$2" pattern="$3" i
+    if ! pid_matches "$pid" "$pattern"; then
+        return 0
+    fi
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 200; i++)); do
+        pid_matches "$pid" "$pattern" || return 0
+        sleep 0.1
+    done
+    log "$name (pid $pid) did not stop after 20 s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        pid_matches "$pid" "$pattern" || return 0
+        sleep 0.1
+    done
+    log "WARNING: $name (pid $pid) still alive after SIGKILL"
+}
+
+# stop_from_state FILE: stop the processes recorded in FILE, remove the data
+# directory if up.sh created it, then remove FILE.
+stop_from_state() {
+    local file="$1"
+    local KAFKA_PID="" MONGO_PID="" DATA_DIR="" DATA_DIR_OWNED=0
+    [[ -f "$file" ]] || return 0
+    # shellcheck disable=SC1090
+    source "$file"
+    stop_pid "FerretDB" "$MONGO_PID" "ferretdb"
+    stop_pid "Kafka" "$KAFKA_PID" "kafka.Kafka"
+    if [[ "$DATA_DIR_OWNED" == 1 && -n "$DATA_DIR" && -d "$DATA_DIR" ]]; then
+        if [[ "${CAIRN_LOCAL_KEEP_DATA:-0}" == 1 ]]; then
+            log "keeping data dir $DATA_DIR (CAIRN_LOCAL_KEEP_DATA=1)"
+        else
+            rm -rf -- "$DATA_DIR"
+        fi
+    fi
+    rm -f -- "$file"
+}

@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# Start a local Kafka broker (KRaft, single node) and FerretDB (SQLite backend)
+# without Docker, installing them on first use under
+# ${XDG_CACHE_HOME:-$HOME/.cache}/cairn/.
+#
+# Usage:   eval "$(bash deploy/local/up.sh)"
+# Stdout:  exactly two `export ...` lines (CAIRN_KAFKA_BOOTSTRAP, CAIRN_MONGO_URL);
+#          all progress goes to stderr.
+# Stop:    bash deploy/local/down.sh
+#
+# Environment (all optional):
+#   CAIRN_LOCAL_KAFKA_PORT        Kafka client port          (default: a free port)
+#   CAIRN_LOCAL_CONTROLLER_PORT   Kafka KRaft controller port (default: a free port)
+#   CAIRN_LOCAL_MONGO_PORT        FerretDB port              (default: a free port)
+#   CAIRN_LOCAL_DATA_DIR          data dir, kept by down.sh  (default: a fresh temp
+#                                 dir under the run dir, removed by down.sh)
+#   CAIRN_LOCAL_RUN_DIR           run dir (default: <cache>/run)
+#   CAIRN_LOCAL_STATE             state file (default: <run dir>/state.env)
+#   CAIRN_LOCAL_TIMEOUT           readiness timeout in seconds (default: 90)
+#   CAIRN_LOCAL_KAFKA_VERSION     default 4.1.1
+#   CAIRN_LOCAL_KAFKA_HEAP        default "-Xms128m -Xmx512m"
+#   CAIRN_LOCAL_FERRETDB_VERSION  default v1.24.2
+set -euo pipefail
+
+# shellcheck source=deploy/local/lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+
+TIMEOUT="${CAIRN_LOCAL_TIMEOUT:-90}"
+
+# ---------------------------------------------------------------- install ---
+
+install_kafka_locked() {
+    [[ -f "$KAFKA_HOME/.complete" ]] && return 0
+    command -v mvn >/dev/null 2>&1 || die "mvn not found (needed once to fetch Kafka $KAFKA_VERSION)"
+    local tmp
+    tmp="$(mktemp -d "$CAIRN_CACHE/.kafka-install.XXXXXX")"
+    log "installing Kafka $KAFKA_VERSION jars from Maven Central into $KAFKA_HOME (first run only)"
+    cp "$CAIRN_LOCAL_DIR/pom.xml" "$tmp/pom.xml"
+    if ! (cd "$tmp" && mvn -q -B -f pom.xml \
+            -Dkafka.version="$KAFKA_VERSION" \
+            -DincludeScope=runtime \
+            -DoutputDirectory="$tmp/libs" \
+            dependency:copy-dependencies >"$tmp/mvn.log" 2>&1); then
+        tail -n 40 "$tmp/mvn.log" >&2 || true
+        rm -rf -- "$tmp"
+        die "maven could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+    fi
+    [[ -f "$tmp/libs/kafka_2.13-$KAFKA_VERSION.jar" ]] || die "kafka_2.13-$KAFKA_VERSION.jar missing after maven run"
+    mkdir -p "$KAFKA_HOME/config"
+    rm -rf -- "$KAFKA_LIBS"
+    mv "$tmp/libs" "$KAFKA_LIBS"
+    rm -rf -- "$tmp"
+    cat >"$KAFKA_HOME/config/log4j2.properties" <<'EOF'
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+EOF
+    # quiet logging for the CLI tools (to stderr so stdout stays clean)
+    cat >"$KAFKA_HOME/config/tools-log4j2.properties" <<'EOF'
+status = warn
+appender.err.type = Console
+appender.err.name = ERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = ERR
+EOF
+    touch "$KAFKA_HOME/.complete"
+}
+
+install_ferretdb_locked() {
+    [[ -x "$FERRETDB_BIN" ]] && return 0
+    command -v go >/dev/null 2>&1 || die "go not found (needed once to build FerretDB $FERRETDB_VERSION)"
+    local bindir tmp moddir
+    bindir="$(dirname "$FERRETDB_BIN")"
+    tmp="$(mktemp -d "$CAIRN_CACHE/.ferretdb-install.XXXXXX")"
+    log "building FerretDB $FERRETDB_VERSION from the Go module proxy into $bindir (first run only, takes a few minutes)"
+    # Plain `go install ...@version` builds a binary that panics at start-up:
+    # the module zip lacks the generated build/version/version.txt. So fetch
+    # the module source, add that file, and `go build` the command from it.
+    if ! moddir="$(cd "$tmp" && go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" 2>"$tmp/go.log" \
+            | sed -n 's/^[[:space:]]*"Dir":[[:space:]]*"\(.*\)",\{0,1\}$/\1/p')" || [[ -z "$moddir" || ! -d "$moddir" ]]; then
+        tail -n 40 "$tmp/go.log" >&2 || true
+        rm -rf -- "$tmp"
+        die "go mod download github.com/FerretDB/FerretDB@$FERRETDB_VERSION failed"
+    fi
+    cp -R "$moddir" "$tmp/src"
+    chmod -R u+w "$tmp/src"
+    printf '%s\n' "$FERRETDB_VERSION" >"$tmp/src/build/version/version.txt"
+    printf 'cairn-local\n' >"$tmp/src/build/version/package.txt"
+    if ! (cd "$tmp/src" && CGO_ENABLED=0 go build -buildvcs=false -trimpath \
+            -o "$tmp/ferretdb" ./cmd/ferretdb >>"$tmp/go.log" 2>&1); then
+        tail -n 40 "$tmp/go.log" >&2 || true
+        rm -rf -- "$tmp"
+        die "go build of FerretDB $FERRETDB_VERSION failed"
+    fi
+    if ! "$tmp/ferretdb" --version >"$tmp/version.out" 2>&1; then
+        cat "$tmp/version.out" >&2 || true
+        rm -rf -- "$tmp"
+        die "the FerretDB binary just built does not run"
+    fi
+    mkdir -p "$bindir"
+    mv -f "$tmp/ferretdb" "$FERRETDB_BIN"
+    rm -rf -- "$tmp"
+}
+
+install_all() {
+    mkdir -p "$CAIRN_CACHE"
+    if [[ ! -f "$KAFKA_HOME/.complete" && ! -x "$FERRETDB_BIN" ]]; then
+        # both missing: fetch them in parallel
+        with_lock "$CAIRN_CACHE/.install-kafka.lock" install_kafka_locked &
+        local kpid=$!
+        with_lock "$CAIRN_CACHE/.install-ferretdb.lock" install_ferretdb_locked || { wait "$kpid" || true; exit 1; }
+        wait "$kpid" || exit 1
+    else
+        with_lock "$CAIRN_CACHE/.install-kafka.lock" install_kafka_locked
+        with_lock "$CAIRN_CACHE/.install-ferretdb.lock" install_ferretdb_locked
+    fi
+}
+
+# ------------------------------------------------------------------ ports ---
+
+port_in_use() {
+    # true if something accepts TCP connections on 127.0.0.1:$1
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_ports N: print N distinct free TCP ports on 127.0.0.1, one per line
+free_ports() {
+    local n="$1"
+    if command -v python3 >/dev/null 2>&1; then
+        python3 - "$n" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+for s in socks:
+    print(s.getsockname()[1])
+for s in socks:
+    s.close()
+EOF
+    else
+        local -a got=()
+        local p tries=0
+        while ((${#got[@]} < n)); do
+            ((tries++ < 1000)) || die "could not find free ports"
+            p=$((20000 + RANDOM % 30000))
+            [[ " ${got[*]} " == *" $p "* ]] && continue
+            port_in_use "$p" && continue
+            got+=("$p")
+        done
+        printf '%s\n' "${got[@]}"
+    fi
+}
+
+# ------------------------------------------------------------- readiness ---
+
+show_log_tail() {
+    local name="$1" file="$2"
+    log "---- last lines of $name log ($file) ----"
+    tail -n 40 "$file" >&2 2>/dev/null || true
+    log "---- end of $name log ----"
+}
+
+kafka_cli() {
+    # kafka_cli CLASS ARGS...: run a Kafka CLI class from the cached jars
+    java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m \
+        -Dlog4j2.configurationFile="$KAFKA_HOME/config/tools-log4j2.properties" \
+        -cp "$KAFKA_LIBS/*" "$@"
+}
+
+kafka_ready() {
+    port_in_use "$KAFKA_PORT" || return 1
+    grep -q 'Kafka Server started' "$KAFKA_LOG" 2>/dev/null || return 1
+    local cfg="$DATA_DIR/kafka-admin.properties"
+    printf 'request.timeout.ms=5000\ndefault.api.timeout.ms=10000\n' >"$cfg"
+    timeout 30 java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m \
+        -Dlog4j2.configurationFile="$KAFKA_HOME/config/tools-log4j2.properties" \
+        -cp "$KAFKA_LIBS/*" org.apache.kafka.tools.TopicCommand \
+        --bootstrap-server "127.0.0.1:$KAFKA_PORT" --command-config "$cfg" --list \
+        >/dev/null 2>>"$DATA_DIR/kafka-readiness.log"
+}
+
+mongo_ready() {
+    port_in_use "$MONGO_PORT" || return 1
+    command -v python3 >/dev/null 2>&1 || return 0
+    # A wire-protocol round trip: OP_MSG {hello: 1, $db: "admin"} -> ok: 1.0
+    # (stdlib only, pymongo not needed).
+    timeout 10 python3 - "$MONGO_PORT" <<'EOF' 2>/dev/null
+import socket, struct, sys
+
+def cstr(s): return s.encode() + b"\x00"
+def bson(elems):
+    body = b"".join(elems) + b"\x00"
+    return struct.pack("<i", len(body) + 4) + body
+doc = bson([b"\x10" + cstr("hello") + struct.pack("<i", 1),
+            b"\x02" + cstr("$db") + struct.pack("<i", 6) + cstr("admin")])
+payload = struct.pack("<I", 0) + b"\x00" + doc
+msg = struct.pack("<iiii", 16 + len(payload), 1, 0, 2013) + payload
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(msg)
+buf = b""
+while len(buf) < 4 or len(buf) < struct.unpack("<i", buf[:4])[0]:
+    chunk = s.recv(65536)
+    if not chunk:
+        sys.exit(1)
+    buf += chunk
+_, _, _, opcode = struct.unpack("<iiii", buf[:16])
+i = buf.find(b"\x01ok\x00", 21)
+ok = i >= 0 and struct.unpack("<d", buf[i + 4:i + 12])[0] == 1.0
+sys.exit(0 if opcode == 2013 and ok else 1)
+EOF
+}
+
+# ------------------------------------------------------------------- main ---
+
+STARTED_KAFKA_PID=""
+STARTED_MONGO_PID=""
+CREATED_DATA_DIR=""
+
+cleanup_on_error() {
+    local rc=$?
+    trap - EXIT
+    if ((rc != 0)); then
+        [[ -n "$STARTED_MONGO_PID" ]] && stop_pid "FerretDB" "$STARTED_MONGO_PID" "ferretdb"
+        [[ -n "$STARTED_KAFKA_PID" ]] && stop_pid "Kafka" "$STARTED_KAFKA_PID" "kafka.Kafka"
+        if [[ -n "$CREATED_DATA_DIR" && "${CAIRN_LOCAL_KEEP_DATA:-0}" != 1 ]]; then
+            rm -rf -- "$CREATED_DATA_DIR"
+        fi
+        if [[ -n "$STARTED_KAFKA_PID$STARTED_MONGO_PID" ]]; then
+            rm -f -- "$STATE_FILE"
+        fi
+    fi
+    exit "$rc"
+}
+
+start_all() {
+    # runs in the with_lock subshell, so the error trap must be set here
+    trap cleanup_on_error EXIT
+    # Refuse to clobber a running set recorded in the same state file.
+    if [[ -f "$STATE_FILE" ]]; then
+        local KAFKA_PID="" MONGO_PID="" KAFKA_BOOTSTRAP="" MONGO_URL=""
+        # shellcheck disable=SC1090
+        source "$STATE_FILE"
+        if pid_matches "$KAFKA_PID" "kafka.Kafka" || pid_matches "$MONGO_PID" "ferretdb"; then
+            die "already running (Kafka $KAFKA_BOOTSTRAP pid $KAFKA_PID, FerretDB $MONGO_URL pid $MONGO_PID) per $STATE_FILE; run deploy/local/down.sh first, or set CAIRN_LOCAL_STATE to another file for a second set"
+        fi
+        log "removing stale state file $STATE_FILE (its processes are gone)"
+        stop_from_state "$STATE_FILE"
+    fi
+
+    command -v java >/dev/null 2>&1 || die "java not found (Kafka $KAFKA_VERSION needs Java 17+)"
+    install_all
+
+    local -a ports
+    mapfile -t ports < <(free_ports 3)
+    KAFKA_PORT="${CAIRN_LOCAL_KAFKA_PORT:-${ports[0]}}"
+    CONTROLLER_PORT="${CAIRN_LOCAL_CONTROLLER_PORT:-${ports[1]}}"
+    MONGO_PORT="${CAIRN_LOCAL_MONGO_PORT:-${ports[2]}}"
+    local p
+    for p in "$KAFKA_PORT" "$CONTROLLER_PORT" "$MONGO_PORT"; do
+        [[ "$p" =~ ^[0-9]+$ ]] || die "bad port '$p'"
+        ! port_in_use "$p" || die "port $p on 127.0.0.1 is already in use"
+    done
+    [[ "$KAFKA_PORT" != "$CONTROLLER_PORT" && "$KAFKA_PORT" != "$MONGO_PORT" && "$CONTROLLER_PORT" != "$MONGO_PORT" ]] \
+        || die "Kafka, controller and FerretDB ports must differ"
+
+    mkdir -p "$RUN_DIR"
+    if [[ -n "${CAIRN_LOCAL_DATA_DIR:-}" ]]; then
+        mkdir -p "$CAIRN_LOCAL_DATA_DIR"
+        DATA_DIR="$(cd "$CAIRN_LOCAL_DATA_DIR" && pwd)"
+        DATA_DIR_OWNED=0
+    else
+        DATA_DIR="$(mktemp -d "$RUN_DIR/data.XXXXXX")"
+        CREATED_DATA_DIR="$DATA_DIR"
+        DATA_DIR_OWNED=1
+    fi
+    mkdir -p "$DATA_DIR/kafka" "$DATA_DIR/ferretdb"
+    KAFKA_LOG="$DATA_DIR/kafka.log"
+    MONGO_LOG="$DATA_DIR/ferretdb.log"
+
+    # --- Kafka (KRaft combined broker+controller, static single-voter quorum)
+    local props="$DATA_DIR/server.properties"
+    cat >"$props" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$DATA_DIR/kafka
+num.partitions=4
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=8
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+    if [[ ! -f "$DATA_DIR/kafka/meta.properties" ]]; then
+        local cluster_id
+        if command -v python3 >/dev/null 2>&1; then
+            cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+        else
+            cluster_id="$(kafka_cli kafka.tools.StorageTool random-uuid)"
+        fi
+        log "formatting Kafka storage in $DATA_DIR/kafka (cluster id $cluster_id)"
+        if ! kafka_cli kafka.tools.StorageTool format --ignore-formatted \
+                -t "$cluster_id" -c "$props" >"$DATA_DIR/kafka-format.log" 2>&1; then
+            show_log_tail "kafka-storage-format" "$DATA_DIR/kafka-format.log"
+            die "kafka storage format failed"
+        fi
+    fi
+
+    log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller 127.0.0.1:$CONTROLLER_PORT)"
+    # shellcheck disable=SC2086  # heap options are meant to be word-split
+    nohup java ${CAIRN_LOCAL_KAFKA_HEAP:--Xms128m -Xmx512m} \
+        -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+        -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.properties" \
+        -Dkafka.logs.dir="$DATA_DIR" \
+        -cp "$KAFKA_LIBS/*" kafka.Kafka "$props" \
+        </dev/null >"$KAFKA_LOG" 2>&1 9>&- &
+    STARTED_KAFKA_PID=$!
+
+    # --- FerretDB (SQLite backend)
+    log "starting FerretDB $FERRETDB_VERSION on 127.0.0.1:$MONGO_PORT"
+    nohup "$FERRETDB_BIN" \
+        --handler=sqlite \
+        --sqlite-url="file:$DATA_DIR/ferretdb/" \
+        --state-dir="$DATA_DIR/ferretdb" \
+        --listen-addr="127.0.0.1:$MONGO_PORT" \
+        --debug-addr=- \
+        --telemetry=disable \
+        --log-level=warn \
+        </dev/null >"$MONGO_LOG" 2>&1 9>&- &
+    STARTED_MONGO_PID=$!
+
+    KAFKA_BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
+    MONGO_URL="mongodb://127.0.0.1:$MONGO_PORT/"
+    {
+        printf '# written by deploy/local/up.sh at %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        printf 'KAFKA_PID=%q\n' "$STARTED_KAFKA_PID"
+        printf 'MONGO_PID=%q\n' "$STARTED_MONGO_PID"
+        printf 'KAFKA_PORT=%q\n' "$KAFKA_PORT"
+        printf 'CONTROLLER_PORT=%q\n' "$CONTROLLER_PORT"
+        printf 'MONGO_PORT=%q\n' "$MONGO_PORT"
+        printf 'KAFKA_BOOTSTRAP=%q\n' "$KAFKA_BOOTSTRAP"
+        printf 'MONGO_URL=%q\n' "$MONGO_URL"
+        printf 'DATA_DIR=%q\n' "$DATA_DIR"
+        printf 'DATA_DIR_OWNED=%q\n' "$DATA_DIR_OWNED"
+        printf 'KAFKA_LOG=%q\n' "$KAFKA_LOG"
+        printf 'MONGO_LOG=%q\n' "$MONGO_LOG"
+    } >"$STATE_FILE.tmp"
+    mv -f "$STATE_FILE.tmp" "$STATE_FILE"
+
+    # --- wait for both to answer at protocol level
+    local deadline=$((SECONDS + TIMEOUT)) kafka_ok=0 mongo_ok=0
+    while ((kafka_ok == 0 || mongo_ok == 0)); do
+        if ((kafka_ok == 0)); then
+            pid_matches "$STARTED_KAFKA_PID" "kafka.Kafka" || { show_log_tail Kafka "$KAFKA_LOG"; die "Kafka exited during startup"; }
+            if kafka_ready; then kafka_ok=1; log "Kafka is ready at $KAFKA_BOOTSTRAP"; fi
+        fi
+        if ((mongo_ok == 0)); then
+            pid_matches "$STARTED_MONGO_PID" "ferretdb" || { show_log_tail FerretDB "$MONGO_LOG"; die "FerretDB exited during startup"; }
+            if mongo_ready; then mongo_ok=1; log "FerretDB is ready at $MONGO_URL"; fi
+        fi
+        ((kafka_ok == 1 && mongo_ok == 1)) && break
+        if ((SECONDS >= deadline)); then
+            ((kafka_ok == 1)) || show_log_tail Kafka "$KAFKA_LOG"
+            ((kafka_ok == 1)) || show_log_tail "Kafka readiness check" "$DATA_DIR/kafka-readiness.log"
+            ((mongo_ok == 1)) || show_log_tail FerretDB "$MONGO_LOG"
+            die "not ready after ${TIMEOUT}s (kafka_ok=$kafka_ok ferretdb_ok=$mongo_ok)"
+        fi
+        sleep 0.5
+    done
+    log "state: $STATE_FILE (stop with: bash $CAIRN_LOCAL_DIR/down.sh)"
+    printf 'export CAIRN_KAFKA_BOOTSTRAP=%s\n' "$KAFKA_BOOTSTRAP"
+    printf 'export CAIRN_MONGO_URL=%s\n' "$MONGO_URL"
+}
+
+mkdir -p "$(dirname "$STATE_FILE")"
+with_lock "$STATE_FILE.lock" start_all

@@ -1,0 +1,385 @@
+"""decide(snapshot, state, events, now) -> Decision: the whole of Cairn's workflow semantics.
+
+Pure: it reads its arguments, never mutates them, performs no I/O and reads no clock. The caller
+(the decider service) persists `Decision.tasks`, commits `Decision.state` with a version check and
+publishes `Decision.outbox` after the commit. Events that no longer match the state (a result for
+a retried attempt, a cancelled timer, a duplicate signal) are ignored and explained in `notes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+from shared.core import ids
+from shared.core.expressions import evaluate_parameters
+from shared.core.retry import retry_delay_seconds
+from shared.core.tasktypes import REGISTRY, ScheduleContext, TaskTypeRegistry
+from shared.core.tasktypes.simple import dispatch
+from shared.models.definitions import TaskDef, WorkflowDef, WorkflowTask
+from shared.models.messages import (
+    DecideRequest,
+    DeciderInbound,
+    OutboxMessage,
+    Signal,
+    StartWorkflow,
+    TaskResult,
+    TerminateWorkflow,
+    TimerFired,
+    TimerRequest,
+    WorkflowEvent,
+)
+from shared.models.runtime import PendingTimer, TaskState, TaskStatus, WorkflowState, WorkflowStatus
+
+TIMER_DISPATCH = "dispatch"
+"""A timer that hands a SCHEDULED execution to workers when it fires (retry delay, callback)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: WorkflowState
+    tasks: list[TaskState] = field(default_factory=list)
+    """Task executions created or changed by this decision (to upsert as task records)."""
+    outbox: list[OutboxMessage] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Why events were ignored; for logs and operators, never for control flow."""
+    changed: bool = False
+
+
+def new_workflow_state(snapshot: WorkflowDef, start: StartWorkflow, now: int) -> WorkflowState:
+    """The state of an execution that has been accepted but has not scheduled anything yet."""
+    return WorkflowState(
+        workflow_id=start.workflow_id,
+        workflow_name=snapshot.name,
+        workflow_version=snapshot.version,
+        input=dict(start.input),
+        variables=dict(snapshot.variables),
+        correlation_id=start.correlation_id,
+        create_time=now,
+        start_time=now,
+        update_time=now,
+    )
+
+
+def task_def_of(node: WorkflowTask) -> TaskDef:
+    """The TaskDef a node runs under: the snapshot embeds it; Conductor's defaults otherwise."""
+    return node.task_definition or TaskDef(name=node.name)
+
+
+def effective_retry_count(node: WorkflowTask) -> int:
+    """A retryCount on the workflow task overrides the TaskDef's, as in Conductor."""
+    return node.retry_count if node.retry_count is not None else task_def_of(node).retry_count
+
+
+def decide(
+    snapshot: WorkflowDef,
+    state: WorkflowState,
+    events: Sequence[DeciderInbound],
+    now: int,
+    registry: TaskTypeRegistry = REGISTRY,
+) -> Decision:
+    run = _DecisionRun(snapshot, state.model_copy(deep=True), now, registry)
+    for event in events:
+        run.apply(event)
+    run.advance()
+    return run.result()
+
+
+class _DecisionRun:
+    """The mutable working copy of one decision. Never escapes `decide`."""
+
+    def __init__(
+        self, snapshot: WorkflowDef, state: WorkflowState, now: int, registry: TaskTypeRegistry
+    ) -> None:
+        self.snapshot = snapshot
+        self.state = state
+        self.now = now
+        self.registry = registry
+        self.ctx = ScheduleContext(now=now)
+        self.changed_tasks: dict[str, TaskState] = {}
+        self.notes: list[str] = []
+        self.dirty = False
+        self.nodes = {node.task_reference_name: node for node in snapshot.tasks}
+        self.order = {node.task_reference_name: index for index, node in enumerate(snapshot.tasks)}
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def apply(self, event: DeciderInbound) -> None:
+        match event:
+            case StartWorkflow():
+                pass  # the state was created from it; advance() schedules the first task
+            case TaskResult():
+                self._on_task_result(event)
+            case Signal():
+                self._on_signal(event)
+            case TimerFired():
+                self._on_timer_fired(event)
+            case TerminateWorkflow():
+                self._on_terminate(event)
+            case DecideRequest():
+                pass  # re-evaluation only
+            case _:
+                assert_never(event)
+
+    def _live_task(self, task_id: str) -> TaskState | None:
+        for task in self.state.tasks.values():
+            if task.task_id == task_id:
+                return task
+        return None
+
+    def _on_task_result(self, result: TaskResult) -> None:
+        if self.state.status.is_terminal:
+            self.notes.append(f"result for task {result.task_id} ignored: workflow is {self.state.status}")
+            return
+        task = self._live_task(result.task_id)
+        if task is None:
+            self.notes.append(f"result for task {result.task_id} ignored: not a current task execution")
+            return
+        if task.status.is_terminal:
+            self.notes.append(f"result for task {result.task_id} ignored: task already {task.status}")
+            return
+        task.worker_id = result.worker_id or task.worker_id
+        if result.output_data:
+            task.output_data = {**task.output_data, **result.output_data}
+        match result.status:
+            case TaskStatus.IN_PROGRESS:
+                self._on_in_progress(task, result.callback_after_seconds)
+            case TaskStatus.COMPLETED:
+                self._finish_task(task, TaskStatus.COMPLETED, None)
+            case TaskStatus.FAILED | TaskStatus.FAILED_WITH_TERMINAL_ERROR:
+                self._on_task_failed(task, result.status, result.reason_for_incompletion)
+            case _:
+                self.notes.append(
+                    f"result for task {result.task_id} ignored: a worker cannot report {result.status}"
+                )
+
+    def _on_in_progress(self, task: TaskState, callback_after_seconds: int) -> None:
+        if task.status is TaskStatus.SCHEDULED:
+            task.start_time = self.now
+        task.status = TaskStatus.IN_PROGRESS
+        task.update_time = self.now
+        task.callback_after_seconds = callback_after_seconds
+        self._touch(task)
+        if callback_after_seconds > 0:
+            # Conductor puts the task back in the queue after the callback delay: redeliver it.
+            self._arm_dispatch_timer(task, "callback", callback_after_seconds)
+
+    def _on_signal(self, signal: Signal) -> None:
+        task = self.state.tasks.get(signal.task_ref_name)
+        if self.state.status.is_terminal:
+            self.notes.append(f"signal for {signal.task_ref_name} ignored: workflow is {self.state.status}")
+            return
+        if task is None or task.status.is_terminal:
+            self.notes.append(f"signal for {signal.task_ref_name} ignored: no task waiting under that name")
+            return
+        if not self.registry.get(task.task_type).accepts_signals:
+            self.notes.append(f"signal for {signal.task_ref_name} ignored: {task.task_type} tasks take results, not signals")
+            return
+        task.output_data = dict(signal.output)
+        if signal.status is TaskStatus.COMPLETED:
+            self._finish_task(task, TaskStatus.COMPLETED, None)
+        elif signal.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR):
+            self._on_task_failed(task, signal.status, signal.output.get("reason") or "failed by signal")
+        else:
+            self.notes.append(f"signal for {signal.task_ref_name} ignored: status {signal.status} not allowed")
+
+    def _on_timer_fired(self, fired: TimerFired) -> None:
+        timer = self.state.timers.pop(fired.timer_id, None)
+        if timer is None:
+            self.notes.append(f"timer {fired.timer_id} ignored: not pending")
+            return
+        self.dirty = True
+        if timer.purpose == TIMER_DISPATCH and timer.task_id is not None:
+            task = self._live_task(timer.task_id)
+            if task is None or task.status.is_terminal or self.state.status.is_terminal:
+                self.notes.append(f"timer {fired.timer_id} fired for a task that is no longer live")
+                return
+            dispatch(self.ctx, task)
+            self._touch(task)
+
+    def _on_terminate(self, command: TerminateWorkflow) -> None:
+        if self.state.status.is_terminal:
+            self.notes.append(f"terminate ignored: workflow already {self.state.status}")
+            return
+        self._end_workflow(WorkflowStatus.TERMINATED, command.reason or "terminated by operator")
+
+    # ---- task transitions -----------------------------------------------------------------
+
+    def _finish_task(self, task: TaskState, status: TaskStatus, reason: str | None) -> None:
+        task.status = status
+        task.reason_for_incompletion = reason
+        task.end_time = self.now
+        task.update_time = self.now
+        if not task.start_time:
+            task.start_time = self.now
+        self._touch(task)
+
+    def _on_task_failed(self, task: TaskState, status: TaskStatus, reason: str | None) -> None:
+        self._finish_task(task, status, reason)
+        node = self.nodes[task.reference_task_name]
+        task_type = self.registry.get(task.task_type)
+        if status.is_retriable and task_type.retriable and task.retry_count < effective_retry_count(node):
+            task.retried = True
+            self._schedule(node, retry_of=task)
+            return
+        if node.optional:
+            task.status = TaskStatus.COMPLETED_WITH_ERRORS
+            return
+        self._end_workflow(
+            WorkflowStatus.FAILED,
+            f"Task {task.task_id} ({task.reference_task_name}) failed with status {status}"
+            + (f": {reason}" if reason else ""),
+        )
+
+    def _schedule(self, node: WorkflowTask, retry_of: TaskState | None = None) -> None:
+        task_type = self.registry.get(node.type)
+        retry_count = retry_of.retry_count + 1 if retry_of else 0
+        task = TaskState(
+            task_id=ids.task_id(self.state.workflow_id, node.task_reference_name, 0, retry_count),
+            task_type=node.type,
+            task_def_name=node.name,
+            reference_task_name=node.task_reference_name,
+            workflow_instance_id=self.state.workflow_id,
+            workflow_type=self.state.workflow_name,
+            status=TaskStatus.SCHEDULED,
+            input_data=(
+                dict(retry_of.input_data)
+                if retry_of
+                else evaluate_parameters(node.input_parameters, self._expression_context())
+            ),
+            retry_count=retry_count,
+            retried_task_id=retry_of.task_id if retry_of else None,
+            seq=self.state.next_seq,
+            scheduled_time=self.now,
+            update_time=self.now,
+        )
+        self.state.next_seq += 1
+        self.state.tasks[node.task_reference_name] = task
+        self._touch(task)
+        delay = retry_delay_seconds(task_def_of(node), retry_count) if retry_of else 0
+        if delay > 0:
+            self._arm_dispatch_timer(task, "retry", delay)
+        else:
+            task_type.schedule(self.ctx, node, task)
+
+    def _arm_dispatch_timer(self, task: TaskState, why: str, delay_seconds: int) -> None:
+        timer_id = ids.timer_id(task.task_id, f"{why}-{task.dispatch_count}")
+        fire_at = self.now + delay_seconds * 1000
+        self.state.timers[timer_id] = PendingTimer(
+            timer_id=timer_id, purpose=TIMER_DISPATCH, fire_at=fire_at, task_id=task.task_id
+        )
+        self.ctx.outbox.append(
+            TimerRequest(
+                id=f"{timer_id}:arm",
+                action="arm",
+                timer_id=timer_id,
+                workflow_id=self.state.workflow_id,
+                fire_at=fire_at,
+            )
+        )
+
+    def _touch(self, task: TaskState) -> None:
+        self.changed_tasks[task.task_id] = task
+        self.dirty = True
+
+    # ---- workflow transitions -------------------------------------------------------------
+
+    def advance(self) -> None:
+        """Schedule what the graph makes due; complete the workflow when nothing is left."""
+        while self.state.status is WorkflowStatus.RUNNING:
+            if not self.state.tasks:
+                self._schedule(self.snapshot.tasks[0])
+                continue
+            last_ref = max(self.state.tasks, key=lambda ref: self.order[ref])
+            last = self.state.tasks[last_ref]
+            if not last.status.is_terminal or not last.status.is_successful:
+                return
+            index = self.order[last_ref] + 1
+            if index < len(self.snapshot.tasks):
+                self._schedule(self.snapshot.tasks[index])
+            else:
+                self._complete_workflow()
+
+    def _expression_context(self) -> dict[str, Any]:
+        state = self.state
+        context: dict[str, Any] = {
+            "workflow": {
+                "workflowId": state.workflow_id,
+                "workflowType": state.workflow_name,
+                "version": state.workflow_version,
+                "input": state.input,
+                "output": state.output,
+                "status": state.status.value,
+                "variables": state.variables,
+                "correlationId": state.correlation_id,
+                "createTime": state.create_time,
+                "startTime": state.start_time,
+            }
+        }
+        for ref, task in state.tasks.items():
+            context[ref] = {
+                "input": task.input_data,
+                "output": task.output_data,
+                "status": task.status.value,
+                "taskId": task.task_id,
+                "referenceTaskName": ref,
+                "retryCount": task.retry_count,
+                "reasonForIncompletion": task.reason_for_incompletion,
+                "workerId": task.worker_id,
+            }
+        return context
+
+    def _complete_workflow(self) -> None:
+        if self.snapshot.output_parameters:
+            output = evaluate_parameters(self.snapshot.output_parameters, self._expression_context())
+        else:
+            last = max(self.state.tasks.values(), key=lambda task: task.seq)
+            output = dict(last.output_data)
+        self.state.output = output
+        self._end_workflow(WorkflowStatus.COMPLETED, None)
+
+    def _end_workflow(self, status: WorkflowStatus, reason: str | None) -> None:
+        state = self.state
+        state.status = status
+        state.reason_for_incompletion = reason
+        state.end_time = self.now
+        state.update_time = self.now
+        self.dirty = True
+        for task in state.tasks.values():
+            if not task.status.is_terminal:
+                self._finish_task(task, TaskStatus.CANCELED, f"workflow {status}")
+        for timer_id in sorted(state.timers):
+            self.ctx.outbox.append(
+                TimerRequest(
+                    id=f"{timer_id}:cancel", action="cancel", timer_id=timer_id, workflow_id=state.workflow_id
+                )
+            )
+        state.timers.clear()
+        event = {
+            WorkflowStatus.COMPLETED: "completed",
+            WorkflowStatus.FAILED: "failed",
+            WorkflowStatus.TERMINATED: "terminated",
+        }[status]
+        self.ctx.outbox.append(
+            WorkflowEvent(
+                id=f"{state.workflow_id}:{event}",
+                event=event,  # type: ignore[arg-type]
+                workflow_id=state.workflow_id,
+                workflow_name=state.workflow_name,
+                status=status.value,
+                output=state.output,
+                reason=reason,
+            )
+        )
+
+    def result(self) -> Decision:
+        if self.dirty:
+            self.state.update_time = self.now
+        return Decision(
+            state=self.state,
+            tasks=list(self.changed_tasks.values()),
+            outbox=list(self.ctx.outbox),
+            notes=self.notes,
+            changed=self.dirty,
+        )

@@ -1,0 +1,1 @@
+"""Pydantic models: definitions (Conductor JSON), runtime documents, and message envelopes."""

@@ -1,0 +1,195 @@
+"""Conductor-compatible definitions: WorkflowDef, WorkflowTask and TaskDef.
+
+Field names on the wire are Conductor's camelCase names and defaults are Conductor's, so a
+definition exported from Conductor loads unchanged. Fields Conductor knows but Cairn does not
+implement yet are accepted only at their Conductor default; any other value is rejected by
+`shared.core.validation` with the field path, because silently ignoring a setting would make the
+workflow behave differently from what its author wrote.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class ConductorModel(BaseModel):
+    """Base for Conductor JSON: camelCase aliases, unknown fields rejected, snake_case in Python."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=False,
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The Conductor JSON form: camelCase, without fields left at None."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class RetryLogic(StrEnum):
+    FIXED = "FIXED"
+    EXPONENTIAL_BACKOFF = "EXPONENTIAL_BACKOFF"
+    LINEAR_BACKOFF = "LINEAR_BACKOFF"
+
+
+class TaskTimeoutPolicy(StrEnum):
+    RETRY = "RETRY"
+    TIME_OUT_WF = "TIME_OUT_WF"
+    ALERT_ONLY = "ALERT_ONLY"
+
+
+class WorkflowTimeoutPolicy(StrEnum):
+    TIME_OUT_WF = "TIME_OUT_WF"
+    ALERT_ONLY = "ALERT_ONLY"
+
+
+# Every task type Conductor defines. A name outside this set is a typo or a custom type and is
+# rejected as unknown; a name inside it that Cairn's registry lacks is rejected as unsupported.
+CONDUCTOR_TASK_TYPES: frozenset[str] = frozenset(
+    {
+        "SIMPLE", "DYNAMIC", "FORK_JOIN", "FORK_JOIN_DYNAMIC", "DECISION", "SWITCH", "JOIN",
+        "DO_WHILE", "SUB_WORKFLOW", "START_WORKFLOW", "EVENT", "WAIT", "HUMAN", "USER_DEFINED",
+        "HTTP", "LAMBDA", "INLINE", "EXCLUSIVE_JOIN", "TERMINATE", "KAFKA_PUBLISH",
+        "JSON_JQ_TRANSFORM", "SET_VARIABLE", "NOOP", "WAIT_FOR_WEBHOOK", "BUSINESS_RULE",
+        "GET_SIGNED_JWT", "UPDATE_SECRET", "QUERY_PROCESSOR", "OPS_GENIE", "GET_WORKFLOW",
+        "UPDATE_TASK", "LLM_TEXT_COMPLETE", "LLM_CHAT_COMPLETE",
+    }
+)
+
+
+class TaskDef(ConductorModel):
+    """A registered task type's execution policy (retries, timeouts, limits)."""
+
+    name: str = Field(min_length=1)
+    description: str | None = None
+    retry_count: int = Field(default=3, ge=0)
+    timeout_seconds: int = Field(default=0, ge=0)
+    input_keys: list[str] = Field(default_factory=list)
+    output_keys: list[str] = Field(default_factory=list)
+    timeout_policy: TaskTimeoutPolicy = TaskTimeoutPolicy.TIME_OUT_WF
+    retry_logic: RetryLogic = RetryLogic.FIXED
+    retry_delay_seconds: int = Field(default=60, ge=0)
+    response_timeout_seconds: int = Field(default=3600, ge=1)
+    concurrent_exec_limit: int | None = None
+    input_template: dict[str, Any] = Field(default_factory=dict)
+    rate_limit_per_frequency: int | None = None
+    rate_limit_frequency_in_seconds: int | None = None
+    isolation_group_id: str | None = Field(default=None, alias="isolationGroupId")
+    execution_name_space: str | None = None
+    owner_email: str | None = None
+    poll_timeout_seconds: int | None = None
+    backoff_scale_factor: int = Field(default=1, ge=1)
+    max_retry_delay_seconds: int | None = None
+    backoff_jitter_ms: int | None = None
+    total_timeout_seconds: int = Field(default=0, ge=0)
+    base_type: str | None = None
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    enforce_schema: bool = False
+    owner_app: str | None = None
+    create_time: int | None = None
+    update_time: int | None = None
+    created_by: str | None = None
+    updated_by: str | None = None
+    tags: list[dict[str, Any]] | None = None
+
+
+class SubWorkflowParams(ConductorModel):
+    model_config = ConfigDict(extra="allow")
+    name: str | None = None
+    version: int | None = None
+
+
+class WorkflowTask(ConductorModel):
+    """One node of a workflow's task graph, as Conductor writes it."""
+
+    name: str = Field(min_length=1)
+    task_reference_name: str = Field(min_length=1)
+    description: str | None = None
+    input_parameters: dict[str, Any] = Field(default_factory=dict)
+    type: str = "SIMPLE"
+    dynamic_task_name_param: str | None = None
+    case_value_param: str | None = None
+    case_expression: str | None = None
+    script_expression: str | None = None
+    decision_cases: dict[str, list[WorkflowTask]] = Field(default_factory=dict)
+    dynamic_fork_join_tasks_param: str | None = None
+    dynamic_fork_tasks_param: str | None = None
+    dynamic_fork_tasks_input_param_name: str | None = None
+    default_case: list[WorkflowTask] = Field(default_factory=list)
+    fork_tasks: list[list[WorkflowTask]] = Field(default_factory=list)
+    start_delay: int = 0
+    sub_workflow_param: SubWorkflowParams | None = None
+    join_on: list[str] = Field(default_factory=list)
+    sink: str | None = None
+    optional: bool = False
+    task_definition: TaskDef | None = None
+    rate_limited: bool | None = None
+    default_exclusive_join_task: list[str] = Field(default_factory=list)
+    async_complete: bool = False
+    loop_condition: str | None = None
+    loop_over: list[WorkflowTask] = Field(default_factory=list)
+    retry_count: int | None = Field(default=None, ge=0)
+    evaluator_type: str | None = None
+    expression: str | None = None
+    on_state_change: dict[str, Any] = Field(default_factory=dict)
+    join_status: str | None = None
+    cache_config: dict[str, Any] | None = None
+    permissive: bool = False
+
+
+class WorkflowDef(ConductorModel):
+    """A versioned workflow blueprint. Executions embed a snapshot of it (with TaskDefs resolved)."""
+
+    name: str = Field(min_length=1)
+    description: str | None = None
+    version: int = Field(default=1, ge=1)
+    tasks: list[WorkflowTask] = Field(min_length=1)
+    input_parameters: list[str] = Field(default_factory=list)
+    output_parameters: dict[str, Any] = Field(default_factory=dict)
+    failure_workflow: str | None = None
+    schema_version: int = 2
+    restartable: bool = True
+    workflow_status_listener_enabled: bool = False
+    workflow_status_listener_sink: str | None = None
+    owner_email: str | None = None
+    owner_app: str | None = None
+    timeout_policy: WorkflowTimeoutPolicy = WorkflowTimeoutPolicy.ALERT_ONLY
+    timeout_seconds: int = Field(default=0, ge=0)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    input_template: dict[str, Any] = Field(default_factory=dict)
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    enforce_schema: bool = False
+    rate_limit_config: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    masked_fields: list[str] | None = None
+    create_time: int | None = None
+    update_time: int | None = None
+    created_by: str | None = None
+    updated_by: str | None = None
+    tags: list[dict[str, Any]] | None = Field(
+        default=None, validation_alias=AliasChoices("tags"), serialization_alias="tags"
+    )
+
+    def all_tasks(self) -> list[WorkflowTask]:
+        """Every task node, nested ones included, in definition order."""
+        found: list[WorkflowTask] = []
+
+        def walk(tasks: list[WorkflowTask]) -> None:
+            for task in tasks:
+                found.append(task)
+                for branch in task.decision_cases.values():
+                    walk(branch)
+                walk(task.default_case)
+                for fork in task.fork_tasks:
+                    walk(fork)
+                walk(task.loop_over)
+
+        walk(self.tasks)
+        return found

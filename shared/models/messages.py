@@ -1,0 +1,151 @@
+"""Versioned message envelopes: one model per message kind on the bus.
+
+Every message is JSON with a `type` discriminator and a schema version `v`. Inbound messages (to
+the decider) name what they refer to — task id, timer id, task reference — so the decider can
+ignore what no longer matches the workflow's state. docs/protocol.md documents each of them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+from shared.models.runtime import TaskStatus
+
+SCHEMA_VERSION = 1
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    v: Literal[1] = SCHEMA_VERSION
+    id: str = Field(min_length=1, description="Message id; the receiver's dedupe key.")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+# ---- inbound: everything the decider consumes -------------------------------------------
+
+
+class StartWorkflow(Envelope):
+    """Start one execution. `workflowId` is chosen by the sender so a redelivery is idempotent."""
+
+    type: Literal["start_workflow"] = "start_workflow"
+    workflow_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    version: int | None = Field(default=None, ge=1)
+    input: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+
+
+class TaskResult(Envelope):
+    """A worker's report on one task execution (Conductor's TaskResult)."""
+
+    type: Literal["task_result"] = "task_result"
+    workflow_instance_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    status: TaskStatus
+    output_data: dict[str, Any] = Field(default_factory=dict)
+    reason_for_incompletion: str | None = None
+    worker_id: str | None = None
+    callback_after_seconds: int = Field(default=0, ge=0)
+    logs: list[str] = Field(default_factory=list)
+
+
+class Signal(Envelope):
+    """Completes (or fails) a WAIT task by reference name; `output` becomes the task's output."""
+
+    type: Literal["signal"] = "signal"
+    workflow_id: str = Field(min_length=1)
+    task_ref_name: str = Field(min_length=1)
+    status: TaskStatus = TaskStatus.COMPLETED
+    output: dict[str, Any] = Field(default_factory=dict)
+
+
+class TerminateWorkflow(Envelope):
+    """Operator command: stop the execution, cancel what is in flight."""
+
+    type: Literal["terminate"] = "terminate"
+    workflow_id: str = Field(min_length=1)
+    reason: str | None = None
+
+
+class TimerFired(Envelope):
+    type: Literal["timer_fired"] = "timer_fired"
+    workflow_id: str = Field(min_length=1)
+    timer_id: str = Field(min_length=1)
+
+
+class DecideRequest(Envelope):
+    """Sent by the sweeper: re-evaluate this workflow and republish its unsent outbox."""
+
+    type: Literal["decide_request"] = "decide_request"
+    workflow_id: str = Field(min_length=1)
+    reason: str = ""
+
+
+DeciderInbound = Annotated[
+    StartWorkflow | TaskResult | Signal | TerminateWorkflow | TimerFired | DecideRequest,
+    Field(discriminator="type"),
+]
+DECIDER_INBOUND: TypeAdapter[DeciderInbound] = TypeAdapter(DeciderInbound)
+
+
+def workflow_id_of(message: DeciderInbound) -> str:
+    """The workflow a decider-bound message is about: the partitioning and grouping key."""
+    if isinstance(message, TaskResult):
+        return message.workflow_instance_id
+    return message.workflow_id
+
+
+# ---- outbound: what a decision publishes (kept in the workflow document's outbox) ----------
+
+
+class TaskMessage(Envelope):
+    """A task execution handed to workers. `taskId` + `retryCount` is the worker's idempotency key."""
+
+    type: Literal["task"] = "task"
+    task_id: str
+    task_type: str
+    task_def_name: str
+    reference_task_name: str
+    workflow_instance_id: str
+    workflow_type: str
+    input_data: dict[str, Any] = Field(default_factory=dict)
+    retry_count: int = 0
+    poll_count: int = 0
+    scheduled_time: int = 0
+    response_timeout_seconds: int = 0
+
+
+class TimerRequest(Envelope):
+    """Arm or cancel a durable timer. Arming an armed timer id, or cancelling twice, is harmless."""
+
+    type: Literal["timer_request"] = "timer_request"
+    action: Literal["arm", "cancel"]
+    timer_id: str
+    workflow_id: str
+    fire_at: int = 0
+
+
+class WorkflowEvent(Envelope):
+    """A lifecycle event other systems can follow: completed, failed, terminated, start_rejected."""
+
+    type: Literal["workflow_event"] = "workflow_event"
+    event: Literal["completed", "failed", "terminated", "start_rejected"]
+    workflow_id: str
+    workflow_name: str
+    status: str
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+
+
+OutboxMessage = Annotated[TaskMessage | TimerRequest | WorkflowEvent, Field(discriminator="type")]
+OUTBOX_MESSAGE: TypeAdapter[OutboxMessage] = TypeAdapter(OutboxMessage)
+WORKER_TASK: TypeAdapter[TaskMessage] = TypeAdapter(TaskMessage)

@@ -1,0 +1,127 @@
+"""Runtime state: the task execution record and the workflow state the decision core works on.
+
+Wire/JSON names follow Conductor's Task and Workflow JSON (camelCase) so clients written for
+Conductor can read them. Times are epoch milliseconds, as in Conductor.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class CamelModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")
+
+
+class TaskStatus(StrEnum):
+    """Conductor's task state machine. The three flags drive every decision about a task."""
+
+    SCHEDULED = "SCHEDULED"
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    COMPLETED_WITH_ERRORS = "COMPLETED_WITH_ERRORS"
+    FAILED = "FAILED"
+    FAILED_WITH_TERMINAL_ERROR = "FAILED_WITH_TERMINAL_ERROR"
+    TIMED_OUT = "TIMED_OUT"
+    CANCELED = "CANCELED"
+    SKIPPED = "SKIPPED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)
+
+    @property
+    def is_successful(self) -> bool:
+        return self in (TaskStatus.COMPLETED, TaskStatus.COMPLETED_WITH_ERRORS, TaskStatus.SKIPPED)
+
+    @property
+    def is_retriable(self) -> bool:
+        return self in (TaskStatus.FAILED, TaskStatus.TIMED_OUT)
+
+
+class WorkflowStatus(StrEnum):
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    TERMINATED = "TERMINATED"
+    PAUSED = "PAUSED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED)
+
+    @property
+    def is_successful(self) -> bool:
+        return self is WorkflowStatus.COMPLETED
+
+
+class TaskState(CamelModel):
+    """One task execution. A retry is a new TaskState with a new id linked to the one it retries."""
+
+    task_id: str
+    task_type: str
+    task_def_name: str
+    reference_task_name: str
+    workflow_instance_id: str
+    workflow_type: str
+    status: TaskStatus
+    input_data: dict[str, Any] = Field(default_factory=dict)
+    output_data: dict[str, Any] = Field(default_factory=dict)
+    reason_for_incompletion: str | None = None
+    retry_count: int = 0
+    retried_task_id: str | None = None
+    retried: bool = False
+    seq: int = 0
+    iteration: int = 0
+    scheduled_time: int = 0
+    start_time: int = 0
+    end_time: int = 0
+    update_time: int = 0
+    worker_id: str | None = None
+    callback_after_seconds: int = 0
+    dispatch_count: int = 0
+    # The workflow document version whose commit made this record current. A record written
+    # before a commit that then failed carries a version the document never reached.
+    workflow_version: int = 0
+
+
+class PendingTimer(CamelModel):
+    """A timer the workflow armed and has neither seen fire nor cancelled."""
+
+    timer_id: str
+    purpose: str
+    fire_at: int
+    task_id: str | None = None
+
+
+class WorkflowState(CamelModel):
+    """Everything the decision core needs about one execution, besides its definition snapshot.
+
+    `tasks` holds the current execution of each task reference only; the full history (every
+    retry) lives in task records, so the document stays small however long the workflow runs.
+    """
+
+    workflow_id: str
+    workflow_name: str
+    workflow_version: int
+    status: WorkflowStatus = WorkflowStatus.RUNNING
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    reason_for_incompletion: str | None = None
+    create_time: int = 0
+    start_time: int = 0
+    end_time: int = 0
+    update_time: int = 0
+    tasks: dict[str, TaskState] = Field(default_factory=dict)
+    timers: dict[str, PendingTimer] = Field(default_factory=dict)
+    next_seq: int = 1

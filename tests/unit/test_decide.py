@@ -1,0 +1,263 @@
+"""The pure decision core: every behaviour of issue 2 point 4, without a broker or a database."""
+
+import pytest
+
+from shared.core import decide
+from shared.models.definitions import WorkflowDef
+from shared.models.messages import (
+    DecideRequest,
+    Signal,
+    TerminateWorkflow,
+    TimerFired,
+    TimerRequest,
+    WorkflowEvent,
+)
+from shared.models.runtime import TaskStatus, WorkflowStatus
+from tests.unit.factories import NOW, dispatched, result, start, three_step_def
+
+
+def run_to_completion() -> tuple:
+    definition = three_step_def()
+    d = start(definition, {"n": 1})
+    for ref, out in (("a", 2), ("b", 3), ("c", 4)):
+        d = decide(definition, d.state, [result(d.state, ref, output_data={"n": out})], NOW + 1)
+    return definition, d
+
+
+def test_start_schedules_first_task_with_evaluated_input() -> None:
+    d = start(three_step_def(), {"n": 41})
+    [message] = dispatched(d)
+    assert message.reference_task_name == "a"
+    assert message.input_data == {"n": 41}
+    assert d.state.tasks["a"].status is TaskStatus.SCHEDULED
+    assert [t.task_id for t in d.tasks] == [message.task_id]
+
+
+def test_sequence_wires_outputs_into_next_inputs() -> None:
+    definition = three_step_def()
+    d = start(definition, {"n": 1})
+    d = decide(definition, d.state, [result(d.state, "a", output_data={"n": 2})], NOW + 1)
+    [message] = dispatched(d)
+    assert message.reference_task_name == "b"
+    assert message.input_data == {"n": 2, "label": "b-2"}
+    assert d.state.tasks["a"].status is TaskStatus.COMPLETED
+
+
+def test_workflow_completes_with_output_parameters() -> None:
+    _, d = run_to_completion()
+    assert d.state.status is WorkflowStatus.COMPLETED
+    assert d.state.output == {"result": 4, "first": 2}
+    events = [m for m in d.outbox if isinstance(m, WorkflowEvent)]
+    assert [e.event for e in events] == ["completed"]
+
+
+def test_without_output_parameters_output_is_last_task_output() -> None:
+    definition = three_step_def().model_copy(update={"output_parameters": {}})
+    d = start(definition, {"n": 1})
+    for ref, out in (("a", 2), ("b", 3), ("c", 4)):
+        d = decide(definition, d.state, [result(d.state, ref, output_data={"n": out})], NOW)
+    assert d.state.output == {"n": 4}
+
+
+def test_decide_does_not_mutate_inputs_and_is_deterministic() -> None:
+    definition = three_step_def()
+    d0 = start(definition, {"n": 1})
+    before = d0.state.model_dump()
+    event = result(d0.state, "a", output_data={"n": 2})
+    d1 = decide(definition, d0.state, [event], NOW + 5)
+    d2 = decide(definition, d0.state, [event], NOW + 5)
+    assert d0.state.model_dump() == before
+    assert d1.state == d2.state and d1.outbox == d2.outbox and d1.tasks == d2.tasks
+
+
+def test_in_progress_updates_task_without_advancing() -> None:
+    definition = three_step_def()
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS, output_data={"pct": 50})], NOW + 1)
+    assert d.state.tasks["a"].status is TaskStatus.IN_PROGRESS
+    assert d.state.tasks["a"].output_data == {"pct": 50}
+    assert dispatched(d) == []
+    assert "b" not in d.state.tasks
+
+
+def test_in_progress_with_callback_arms_redispatch_timer() -> None:
+    definition = three_step_def()
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS, callback_after_seconds=5)], NOW)
+    [arm] = [m for m in d.outbox if isinstance(m, TimerRequest)]
+    assert arm.fire_at == NOW + 5000
+    d = decide(definition, d.state, [TimerFired(id="f", workflow_id="wf-1", timer_id=arm.timer_id)], NOW + 5000)
+    [again] = dispatched(d)
+    assert again.task_id == d.state.tasks["a"].task_id and again.poll_count == 2
+
+
+def test_failed_with_retries_left_creates_new_linked_execution_after_fixed_delay() -> None:
+    definition = three_step_def(retryCount=2, retryDelaySeconds=3)
+    d = start(definition)
+    first = d.state.tasks["a"]
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="boom")], NOW)
+    retry = d.state.tasks["a"]
+    assert retry.task_id != first.task_id
+    assert retry.retried_task_id == first.task_id
+    assert retry.retry_count == 1
+    assert retry.status is TaskStatus.SCHEDULED
+    old = next(t for t in d.tasks if t.task_id == first.task_id)
+    assert old.status is TaskStatus.FAILED and old.retried and old.reason_for_incompletion == "boom"
+    assert dispatched(d) == []  # not before the delay
+    [arm] = [m for m in d.outbox if isinstance(m, TimerRequest)]
+    assert arm.action == "arm" and arm.fire_at == NOW + 3000
+    d = decide(definition, d.state, [TimerFired(id="t1", workflow_id="wf-1", timer_id=arm.timer_id)], NOW + 3000)
+    [message] = dispatched(d)
+    assert message.task_id == retry.task_id and message.retry_count == 1
+
+
+def test_retry_with_zero_delay_dispatches_immediately() -> None:
+    definition = three_step_def(retryCount=1, retryDelaySeconds=0)
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW)
+    [message] = dispatched(d)
+    assert message.retry_count == 1
+
+
+def test_retries_exhausted_fails_workflow_with_reason() -> None:
+    definition = three_step_def(retryCount=1, retryDelaySeconds=0)
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="e1")], NOW)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="e2")], NOW)
+    assert d.state.status is WorkflowStatus.FAILED
+    assert "e2" in (d.state.reason_for_incompletion or "")
+    assert "(a)" in (d.state.reason_for_incompletion or "")
+    assert [e.event for e in d.outbox if isinstance(e, WorkflowEvent)] == ["failed"]
+
+
+def test_terminal_error_is_not_retried() -> None:
+    definition = three_step_def(retryCount=5, retryDelaySeconds=0)
+    d = start(definition)
+    d = decide(
+        definition, d.state,
+        [result(d.state, "a", TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason_for_incompletion="bad input")], NOW,
+    )
+    assert d.state.status is WorkflowStatus.FAILED
+    assert dispatched(d) == []
+    assert d.state.tasks["a"].retry_count == 0
+
+
+def test_late_result_for_retried_attempt_is_ignored() -> None:
+    definition = three_step_def(retryCount=1, retryDelaySeconds=0)
+    d = start(definition)
+    stale = result(d.state, "a", TaskStatus.COMPLETED, output_data={"n": 9})
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW)
+    again = decide(definition, d.state, [stale], NOW)
+    assert not again.changed
+    assert again.state == d.state
+    assert "not a current task execution" in again.notes[0]
+
+
+def test_duplicate_result_is_ignored() -> None:
+    definition = three_step_def()
+    d = start(definition, {"n": 1})
+    event = result(d.state, "a", output_data={"n": 2})
+    d = decide(definition, d.state, [event], NOW)
+    dup = decide(definition, d.state, [event], NOW)
+    assert not dup.changed and dup.outbox == []
+
+
+def test_optional_task_failure_continues_with_errors() -> None:
+    definition = three_step_def()
+    definition.tasks[0].optional = True
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW)
+    assert d.state.status is WorkflowStatus.RUNNING
+    assert d.state.tasks["a"].status is TaskStatus.COMPLETED_WITH_ERRORS
+    assert [m.reference_task_name for m in dispatched(d)] == ["b"]
+
+
+def wait_def() -> WorkflowDef:
+    return WorkflowDef.model_validate(
+        {
+            "name": "approval",
+            "tasks": [
+                {"name": "approve", "taskReferenceName": "approval", "type": "WAIT"},
+                {"name": "ship", "taskReferenceName": "ship",
+                 "inputParameters": {"by": "${approval.output.approver}", "ok": "${approval.output.ok}"}},
+            ],
+        }
+    )
+
+
+def test_wait_task_is_in_progress_until_signal_then_output_flows_on() -> None:
+    definition = wait_def()
+    d = start(definition)
+    assert d.state.tasks["approval"].status is TaskStatus.IN_PROGRESS
+    assert dispatched(d) == []
+    signal = Signal(id="s1", workflow_id="wf-1", task_ref_name="approval", output={"approver": "ann", "ok": True})
+    d = decide(definition, d.state, [signal], NOW + 10)
+    assert d.state.tasks["approval"].status is TaskStatus.COMPLETED
+    assert d.state.tasks["approval"].output_data == {"approver": "ann", "ok": True}
+    [message] = dispatched(d)
+    assert message.input_data == {"by": "ann", "ok": True}
+
+
+def test_signal_to_simple_task_or_unknown_ref_is_ignored() -> None:
+    definition = wait_def()
+    d = start(definition)
+    for ref in ("nope", "ship"):
+        ignored = decide(definition, d.state, [Signal(id="s", workflow_id="wf-1", task_ref_name=ref)], NOW)
+        assert not ignored.changed and ignored.notes
+
+
+def test_terminate_cancels_tasks_and_pending_timers() -> None:
+    definition = three_step_def(retryCount=1, retryDelaySeconds=30)
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW)
+    assert d.state.timers
+    d = decide(definition, d.state, [TerminateWorkflow(id="k", workflow_id="wf-1", reason="ops said so")], NOW)
+    assert d.state.status is WorkflowStatus.TERMINATED
+    assert d.state.reason_for_incompletion == "ops said so"
+    assert d.state.tasks["a"].status is TaskStatus.CANCELED
+    cancels = [m for m in d.outbox if isinstance(m, TimerRequest) and m.action == "cancel"]
+    assert len(cancels) == 1 and not d.state.timers
+    again = decide(definition, d.state, [TerminateWorkflow(id="k2", workflow_id="wf-1")], NOW)
+    assert not again.changed
+
+
+def test_result_after_terminal_workflow_is_ignored() -> None:
+    definition = three_step_def()
+    d = start(definition)
+    pending = result(d.state, "a")
+    d = decide(definition, d.state, [TerminateWorkflow(id="k", workflow_id="wf-1")], NOW)
+    late = decide(definition, d.state, [pending], NOW)
+    assert not late.changed
+
+
+def test_cancelled_timer_firing_is_ignored() -> None:
+    definition = three_step_def()
+    d = start(definition)
+    fired = decide(definition, d.state, [TimerFired(id="x", workflow_id="wf-1", timer_id="nope")], NOW)
+    assert not fired.changed
+
+
+def test_decide_request_alone_changes_nothing() -> None:
+    definition = three_step_def()
+    d = start(definition)
+    again = decide(definition, d.state, [DecideRequest(id="n", workflow_id="wf-1")], NOW)
+    assert not again.changed and again.outbox == []
+
+
+def test_task_ids_are_deterministic_per_attempt() -> None:
+    a = start(three_step_def(), wf_id="same")
+    b = start(three_step_def(), wf_id="same")
+    c = start(three_step_def(), wf_id="other")
+    assert a.state.tasks["a"].task_id == b.state.tasks["a"].task_id != c.state.tasks["a"].task_id
+
+
+@pytest.mark.parametrize(
+    ("logic", "delays"),
+    [("FIXED", [10, 10, 10]), ("EXPONENTIAL_BACKOFF", [10, 20, 40]), ("LINEAR_BACKOFF", [20, 40, 60])],
+)
+def test_retry_delay_logic(logic: str, delays: list[int]) -> None:
+    from shared.core.retry import retry_delay_seconds
+    from shared.models.definitions import TaskDef
+
+    td = TaskDef(name="t", retryLogic=logic, retryDelaySeconds=10, backoffScaleFactor=2)
+    assert [retry_delay_seconds(td, n) for n in (1, 2, 3)] == delays

@@ -1,0 +1,53 @@
+from shared.core.expressions import evaluate, evaluate_parameters
+
+CONTEXT = {
+    "workflow": {"workflowId": "wf-1", "input": {"x": 5, "name": "ada", "items": [1, 2], "flag": True}},
+    "first": {"output": {"a": {"b": [{"c": "deep"}, 7]}, "n": None}},
+}
+
+
+def test_whole_value_keeps_type() -> None:
+    assert evaluate("${workflow.input.x}", CONTEXT) == 5
+    assert evaluate("${workflow.input.items}", CONTEXT) == [1, 2]
+    assert evaluate("${workflow.input.flag}", CONTEXT) is True
+    assert evaluate("${first.output.a.b[0]}", CONTEXT) == {"c": "deep"}
+    assert evaluate("${first.output.a.b[1]}", CONTEXT) == 7
+
+
+def test_workflow_id_and_whole_input() -> None:
+    assert evaluate("${workflow.workflowId}", CONTEXT) == "wf-1"
+    assert evaluate("${workflow.input}", CONTEXT) == CONTEXT["workflow"]["input"]
+
+
+def test_interpolation_inside_strings() -> None:
+    assert evaluate("hello ${workflow.input.name}, x=${workflow.input.x}", CONTEXT) == "hello ada, x=5"
+    assert evaluate("flag=${workflow.input.flag} items=${workflow.input.items}", CONTEXT) == (
+        "flag=true items=[1,2]"
+    )
+
+
+def test_missing_path_is_null() -> None:
+    assert evaluate("${workflow.input.nope}", CONTEXT) is None
+    assert evaluate("${unknownref.output.x}", CONTEXT) is None
+    assert evaluate("${first.output.n}", CONTEXT) is None
+    assert evaluate("[${workflow.input.nope}]", CONTEXT) == "[]"
+
+
+def test_escape_keeps_literal() -> None:
+    assert evaluate("$${workflow.input.x}", CONTEXT) == "${workflow.input.x}"
+    assert evaluate("cost: $${price} for ${workflow.input.name}", CONTEXT) == "cost: ${price} for ada"
+
+
+def test_nested_maps_and_lists_and_literals() -> None:
+    params = {
+        "a": {"inner": "${workflow.input.x}", "lit": 3},
+        "b": ["${workflow.input.name}", "plain", 1.5, None],
+    }
+    assert evaluate_parameters(params, CONTEXT) == {
+        "a": {"inner": 5, "lit": 3},
+        "b": ["ada", "plain", 1.5, None],
+    }
+
+
+def test_wildcard_returns_list() -> None:
+    assert evaluate("${workflow.input.items[*]}", CONTEXT) == [1, 2]
