@@ -7,7 +7,7 @@
 # CAIRN_LOCAL_KEEP_DATA=1 keeps the per-run data dir (logs included).
 set -euo pipefail
 
-# shellcheck source=deploy/local/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 if [[ ! -f "$STATE_FILE" ]]; then

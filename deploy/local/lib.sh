@@ -40,6 +40,16 @@ pid_matches() {
     [[ "$cmdline" == *"$pattern"* ]]
 }
 
+# wait_reaped PID: give init up to 2 s to reap an exited (zombie) PID, so
+# that pgrep no longer lists it when we return.
+wait_reaped() {
+    local pid="$1" i
+    for ((i = 0; i < 20; i++)); do
+        [[ -e "/proc/$pid" ]] || return 0
+        sleep 0.1
+    done
+}
+
 # stop_pid NAME PID PATTERN: SIGTERM, wait up to 20 s, then SIGKILL.
 stop_pid() {
     local name="$1" pid="$2" pattern="$3" i
@@ -49,13 +59,13 @@ stop_pid() {
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || return 0
     for ((i = 0; i < 200; i++)); do
-        pid_matches "$pid" "$pattern" || return 0
+        pid_matches "$pid" "$pattern" || { wait_reaped "$pid"; return 0; }
         sleep 0.1
     done
     log "$name (pid $pid) did not stop after 20 s; sending SIGKILL"
     kill -KILL "$pid" 2>/dev/null || true
     for ((i = 0; i < 50; i++)); do
-        pid_matches "$pid" "$pattern" || return 0
+        pid_matches "$pid" "$pattern" || { wait_reaped "$pid"; return 0; }
         sleep 0.1
     done
     log "WARNING: $name (pid $pid) still alive after SIGKILL"

@@ -22,7 +22,7 @@
 #   CAIRN_LOCAL_FERRETDB_VERSION  default v1.24.2
 set -euo pipefail
 
-# shellcheck source=deploy/local/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 TIMEOUT="${CAIRN_LOCAL_TIMEOUT:-90}"
@@ -246,6 +246,8 @@ cleanup_on_error() {
 start_all() {
     # runs in the with_lock subshell, so the error trap must be set here
     trap cleanup_on_error EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
     # Refuse to clobber a running set recorded in the same state file.
     if [[ -f "$STATE_FILE" ]]; then
         local KAFKA_PID="" MONGO_PID="" KAFKA_BOOTSTRAP="" MONGO_URL=""
@@ -287,6 +289,19 @@ start_all() {
     mkdir -p "$DATA_DIR/kafka" "$DATA_DIR/ferretdb"
     KAFKA_LOG="$DATA_DIR/kafka.log"
     MONGO_LOG="$DATA_DIR/ferretdb.log"
+
+    # --- FerretDB (SQLite backend)
+    log "starting FerretDB $FERRETDB_VERSION on 127.0.0.1:$MONGO_PORT"
+    nohup "$FERRETDB_BIN" \
+        --handler=sqlite \
+        --sqlite-url="file:$DATA_DIR/ferretdb/" \
+        --state-dir="$DATA_DIR/ferretdb" \
+        --listen-addr="127.0.0.1:$MONGO_PORT" \
+        --debug-addr=- \
+        --telemetry=disable \
+        --log-level=warn \
+        </dev/null >"$MONGO_LOG" 2>&1 9>&- &
+    STARTED_MONGO_PID=$!
 
     # --- Kafka (KRaft combined broker+controller, static single-voter quorum)
     local props="$DATA_DIR/server.properties"
@@ -340,19 +355,6 @@ EOF
         </dev/null >"$KAFKA_LOG" 2>&1 9>&- &
     STARTED_KAFKA_PID=$!
 
-    # --- FerretDB (SQLite backend)
-    log "starting FerretDB $FERRETDB_VERSION on 127.0.0.1:$MONGO_PORT"
-    nohup "$FERRETDB_BIN" \
-        --handler=sqlite \
-        --sqlite-url="file:$DATA_DIR/ferretdb/" \
-        --state-dir="$DATA_DIR/ferretdb" \
-        --listen-addr="127.0.0.1:$MONGO_PORT" \
-        --debug-addr=- \
-        --telemetry=disable \
-        --log-level=warn \
-        </dev/null >"$MONGO_LOG" 2>&1 9>&- &
-    STARTED_MONGO_PID=$!
-
     KAFKA_BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
     MONGO_URL="mongodb://127.0.0.1:$MONGO_PORT/"
     {
@@ -391,7 +393,13 @@ EOF
         fi
         sleep 0.5
     done
-    log "state: $STATE_FILE (stop with: bash $CAIRN_LOCAL_DIR/down.sh)"
+    if [[ -n "${CAIRN_LOCAL_STATE:-}" ]]; then
+        log "state: $STATE_FILE (stop with: CAIRN_LOCAL_STATE=$STATE_FILE bash $CAIRN_LOCAL_DIR/down.sh)"
+    elif [[ -n "${CAIRN_LOCAL_RUN_DIR:-}" ]]; then
+        log "state: $STATE_FILE (stop with: CAIRN_LOCAL_RUN_DIR=$RUN_DIR bash $CAIRN_LOCAL_DIR/down.sh)"
+    else
+        log "state: $STATE_FILE (stop with: bash $CAIRN_LOCAL_DIR/down.sh)"
+    fi
     printf 'export CAIRN_KAFKA_BOOTSTRAP=%s\n' "$KAFKA_BOOTSTRAP"
     printf 'export CAIRN_MONGO_URL=%s\n' "$MONGO_URL"
 }

@@ -173,8 +173,8 @@ class _DecisionRun:
         if task is None or task.status.is_terminal:
             self.notes.append(f"signal for {signal.task_ref_name} ignored: no task waiting under that name")
             return
-        if not self.registry.get(task.task_type).accepts_signals:
-            self.notes.append(f"signal for {signal.task_ref_name} ignored: {task.task_type} tasks take results, not signals")
+        if not self.registry.get(task.kind).accepts_signals:
+            self.notes.append(f"signal for {signal.task_ref_name} ignored: {task.kind} tasks take results, not signals")
             return
         task.output_data = dict(signal.output)
         if signal.status is TaskStatus.COMPLETED:
@@ -218,7 +218,7 @@ class _DecisionRun:
     def _on_task_failed(self, task: TaskState, status: TaskStatus, reason: str | None) -> None:
         self._finish_task(task, status, reason)
         node = self.nodes[task.reference_task_name]
-        task_type = self.registry.get(task.task_type)
+        task_type = self.registry.get(task.kind)
         if status.is_retriable and task_type.retriable and task.retry_count < effective_retry_count(node):
             task.retried = True
             self._schedule(node, retry_of=task)
@@ -237,7 +237,8 @@ class _DecisionRun:
         retry_count = retry_of.retry_count + 1 if retry_of else 0
         task = TaskState(
             task_id=ids.task_id(self.state.workflow_id, node.task_reference_name, 0, retry_count),
-            task_type=node.type,
+            task_type=node.name if node.type == "SIMPLE" else node.type,
+            kind=node.type,
             task_def_name=node.name,
             reference_task_name=node.task_reference_name,
             workflow_instance_id=self.state.workflow_id,

@@ -68,6 +68,9 @@ class TaskState(CamelModel):
 
     task_id: str
     task_type: str
+    """Conductor's taskType: the task name for SIMPLE tasks (what workers subscribe to), else the type."""
+    kind: str
+    """The workflow task's type (SIMPLE, WAIT, ...): selects the task type module."""
     task_def_name: str
     reference_task_name: str
     workflow_instance_id: str

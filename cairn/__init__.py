@@ -1,0 +1,6 @@
+"""Cairn's public face: the worker SDK and the client. Services live in `services`."""
+
+from cairn.client import CairnClient
+from cairn.worker import TerminalError, WorkerRunner, registered_workers, worker
+
+__all__ = ["CairnClient", "TerminalError", "WorkerRunner", "registered_workers", "worker"]

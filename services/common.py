@@ -1,0 +1,22 @@
+"""Adapter construction shared by the composition roots (the only place adapters are imported)."""
+
+from __future__ import annotations
+
+from shared.adapters.kafka_bus import KafkaBus
+from shared.adapters.mongo_store import MongoStore
+from shared.config import CairnSettings
+
+
+def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
+    return KafkaBus(
+        settings.kafka_bootstrap,
+        client_id=client_id,
+        partitions=settings.kafka_partitions,
+        fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
+    )
+
+
+async def mongo_store(settings: CairnSettings) -> MongoStore:
+    store = MongoStore(settings.mongo_url, settings.mongo_db)
+    await store.open()
+    return store

@@ -1,0 +1,1 @@
+"""Adapters: the ports implemented on real products. Imported only by composition roots."""

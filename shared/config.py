@@ -1,0 +1,38 @@
+"""Settings, from CAIRN_* environment variables; every one has a default that works locally."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.topics import Topics
+
+
+class CairnSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_", extra="ignore")
+
+    kafka_bootstrap: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
+    kafka_partitions: int = Field(4, description="Partitions for topics Cairn creates.")
+    kafka_fetch_max_wait_ms: int = Field(
+        10, description="Consumer fetch wait; Kafka's default 500 ms would be added to every hop."
+    )
+    mongo_url: str = Field("mongodb://127.0.0.1:27017/", description="MongoDB connection string.")
+    mongo_db: str = Field("cairn", description="Database name.")
+    topic_prefix: str = Field("cairn.", description="Prefix of every topic name.")
+    decider_max_batch: int = Field(200, description="Messages the decider takes per batch.")
+    sweeper_interval_s: float = Field(5.0, description="Seconds between sweeps.")
+    sweeper_outbox_grace_s: float = Field(
+        5.0, description="An outbox unsent for this long is republished by the sweeper."
+    )
+    sweeper_stale_after_s: float = Field(
+        60.0, description="A RUNNING workflow with no commit for this long is re-decided."
+    )
+    timer_poll_interval_s: float = Field(0.1, description="How often the timer service scans for due timers.")
+    timer_lease_s: float = Field(30.0, description="How long a claimed timer is held before another replica may fire it.")
+    worker_concurrency: int = Field(10, description="Tasks a worker process runs at once.")
+    otlp_endpoint: str | None = Field(None, description="OTLP/HTTP endpoint; tracing export is off when unset.")
+    log_level: str = Field("INFO", description="Python logging level.")
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(self.topic_prefix)

@@ -1,0 +1,1 @@
+"""Ports: what services need from a store and a bus, independent of any product."""

@@ -1,0 +1,78 @@
+"""Topic names: one place, so services, docs and tests agree. Prefix from CAIRN_TOPIC_PREFIX."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.models.messages import OutboxMessage, TaskMessage, TimerRequest, WorkflowEvent
+
+
+@dataclass(frozen=True)
+class Topics:
+    prefix: str = "cairn."
+
+    @property
+    def workflow_start(self) -> str:
+        return f"{self.prefix}workflow.start"
+
+    @property
+    def workflow_signal(self) -> str:
+        return f"{self.prefix}workflow.signal"
+
+    @property
+    def workflow_command(self) -> str:
+        return f"{self.prefix}workflow.command"
+
+    @property
+    def workflow_events(self) -> str:
+        return f"{self.prefix}workflow.events"
+
+    @property
+    def task_result(self) -> str:
+        return f"{self.prefix}task.result"
+
+    @property
+    def task_dispatch(self) -> str:
+        return f"{self.prefix}task.dispatch"
+
+    @property
+    def timer_request(self) -> str:
+        return f"{self.prefix}timer.request"
+
+    @property
+    def timer_fired(self) -> str:
+        return f"{self.prefix}timer.fired"
+
+    @property
+    def decide_request(self) -> str:
+        return f"{self.prefix}decide.request"
+
+    @property
+    def dead_letter(self) -> str:
+        return f"{self.prefix}deadletter"
+
+    def tasks(self, task_type: str) -> str:
+        """The topic workers of one task type consume."""
+        return f"{self.prefix}tasks.{task_type}"
+
+    @property
+    def decider_inbound(self) -> list[str]:
+        return [
+            self.workflow_start, self.workflow_signal, self.workflow_command,
+            self.task_result, self.timer_fired, self.decide_request,
+        ]
+
+    @property
+    def fixed(self) -> list[str]:
+        """Every topic whose name does not depend on a task type."""
+        return [*self.decider_inbound, self.workflow_events, self.task_dispatch,
+                self.timer_request, self.dead_letter]
+
+    def for_outbox(self, message: OutboxMessage) -> str:
+        match message:
+            case TaskMessage():
+                return self.task_dispatch
+            case TimerRequest():
+                return self.timer_request
+            case WorkflowEvent():
+                return self.workflow_events

@@ -1,0 +1,72 @@
+"""Shared fixtures: real servers from the environment (deploy/local/up.sh prints the variables).
+
+Outside CI a test that needs a server skips when none is configured; with CI=true it fails, so
+a broken install can never pass as a green run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from shared.topics import Topics
+
+
+def _require(variable: str, what: str) -> str:
+    value = os.environ.get(variable)
+    if value:
+        return value
+    message = f"{what} needed: set {variable} (eval \"$(bash deploy/local/up.sh)\")"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _reachable(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    bootstrap = _require("CAIRN_KAFKA_BOOTSTRAP", "Kafka")
+    if not _reachable(bootstrap.split(",")[0]):
+        pytest.fail(f"Kafka at {bootstrap} is not reachable")
+    return bootstrap
+
+
+@pytest.fixture(scope="session")
+def mongo_url() -> str:
+    url = _require("CAIRN_MONGO_URL", "A MongoDB-protocol server")
+    hostport = url.split("://", 1)[1].split("/", 1)[0].split("@")[-1]
+    if not _reachable(hostport):
+        pytest.fail(f"MongoDB server at {url} is not reachable")
+    return url
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def topics(unique: str) -> Topics:
+    return Topics(prefix=f"t{unique}.")
+
+
+@pytest.fixture
+async def mongo_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
+    from shared.adapters.mongo_store import MongoStore
+
+    store = MongoStore(mongo_url, f"cairn_test_{unique}")
+    await store.open()
+    yield store
+    await store.close()

@@ -1,0 +1,235 @@
+"""The bus port's contract on real brokers (Kafka here; the embedded bus joins it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable, Sequence
+
+import pytest
+
+from shared.messaging import PoisonMessageError, dead_letter, parse
+from shared.models.messages import DECIDER_INBOUND, StartWorkflow
+from shared.ports.bus import Bus, Outgoing, Received
+from shared.topics import Topics
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def make_bus(kafka_bootstrap: str) -> Callable[[], Bus]:
+    from shared.adapters.kafka_bus import KafkaBus
+
+    def make() -> Bus:
+        return KafkaBus(kafka_bootstrap, client_id="contract", partitions=4)
+
+    return make
+
+
+@pytest.fixture
+async def buses(make_bus: Callable[[], Bus]) -> AsyncIterator[list[Bus]]:
+    created: list[Bus] = []
+    yield created
+    for bus in created:
+        await bus.stop()
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 45.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+def msg(topic: str, key: str, n: int) -> Outgoing:
+    return Outgoing(topic=topic, key=key, value=json.dumps({"key": key, "n": n}).encode())
+
+
+async def test_per_key_order_and_all_delivered(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics) -> None:
+    topic = topics.task_result
+    producer = make_bus()
+    buses.append(producer)
+    await producer.ensure_topics([topic])
+    seen: list[tuple[str, int]] = []
+
+    async def handler(batch: Sequence[Received]) -> None:
+        seen.extend((m.key or "", json.loads(m.value)["n"]) for m in batch)
+
+    consumer = make_bus()
+    buses.append(consumer)
+    consumer.subscribe([topic], "g-order", handler)
+    await consumer.start()
+    await producer.publish([msg(topic, f"k{n % 7}", n) for n in range(300)])
+    await eventually(lambda: len(seen) >= 300)
+    for key in {k for k, _ in seen}:
+        numbers = [n for k, n in seen if k == key]
+        assert numbers == sorted(numbers), f"order broken for {key}"
+    assert sorted(n for _, n in seen) == list(range(300))
+
+
+async def test_failed_handler_batch_is_redelivered(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics) -> None:
+    topic = topics.task_result
+    producer = make_bus()
+    buses.append(producer)
+    await producer.ensure_topics([topic])
+    attempts: list[int] = []
+    done: list[int] = []
+
+    async def handler(batch: Sequence[Received]) -> None:
+        numbers = [json.loads(m.value)["n"] for m in batch]
+        attempts.extend(numbers)
+        if attempts.count(numbers[0]) == 1:
+            raise RuntimeError("store down")
+        done.extend(numbers)
+
+    consumer = make_bus()
+    buses.append(consumer)
+    consumer.subscribe([topic], "g-retry", handler)
+    await consumer.start()
+    await producer.publish([msg(topic, "same", n) for n in range(5)])
+    await eventually(lambda: sorted(set(done)) == list(range(5)))
+    assert len(attempts) > len(set(attempts)), "nothing was delivered twice"
+
+
+async def test_two_consumers_of_a_group_share_partitions(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+) -> None:
+    topic = topics.task_result
+    producer = make_bus()
+    buses.append(producer)
+    await producer.ensure_topics([topic])
+    got: dict[str, list[int]] = {"a": [], "b": []}
+
+    def handler_for(name: str):  # type: ignore[no-untyped-def]
+        async def handler(batch: Sequence[Received]) -> None:
+            got[name].extend(json.loads(m.value)["n"] for m in batch)
+            await asyncio.sleep(0.01)
+
+        return handler
+
+    for name in ("a", "b"):
+        consumer = make_bus()
+        buses.append(consumer)
+        consumer.subscribe([topic], "g-share", handler_for(name))
+        await consumer.start()
+    await asyncio.sleep(3)  # let the group settle with two members
+    await producer.publish([msg(topic, f"key-{n}", n) for n in range(200)])
+    await eventually(lambda: len(set(got["a"]) | set(got["b"])) == 200)
+    assert got["a"] and got["b"], f"one member got everything: a={len(got['a'])} b={len(got['b'])}"
+    assert not set(got["a"]) & set(got["b"]), "a message went to both members"
+
+
+async def test_other_group_gets_everything_too(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics) -> None:
+    topic = topics.task_result
+    producer = make_bus()
+    buses.append(producer)
+    await producer.ensure_topics([topic])
+    await producer.publish([msg(topic, f"k{n}", n) for n in range(20)])
+    seen: dict[str, set[int]] = {"x": set(), "y": set()}
+    for group in seen:
+        consumer = make_bus()
+        buses.append(consumer)
+
+        async def handler(batch: Sequence[Received], group: str = group) -> None:
+            seen[group].update(json.loads(m.value)["n"] for m in batch)
+
+        consumer.subscribe([topic], f"g-{group}", handler)
+        await consumer.start()
+    await eventually(lambda: all(len(s) == 20 for s in seen.values()))
+
+
+CONSUMER_THAT_HANGS = textwrap.dedent(
+    """
+    import asyncio, sys
+    from shared.adapters.kafka_bus import KafkaBus
+
+    async def main():
+        bus = KafkaBus(sys.argv[1], client_id="doomed")
+        async def handler(batch):
+            print("GOT", len(batch), flush=True)
+            await asyncio.sleep(3600)
+        bus.subscribe([sys.argv[2]], "g-crash", handler)
+        await bus.start()
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_messages_of_a_killed_consumer_are_redelivered(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, kafka_bootstrap: str
+) -> None:
+    topic = topics.task_result
+    producer = make_bus()
+    buses.append(producer)
+    await producer.ensure_topics([topic])
+    await producer.publish([msg(topic, f"k{n}", n) for n in range(10)])
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", CONSUMER_THAT_HANGS, kafka_bootstrap, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(doomed.stdout.readline), 60)  # type: ignore[union-attr]
+        assert line.startswith("GOT")
+    finally:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+    seen: set[int] = set()
+
+    async def handler(batch: Sequence[Received]) -> None:
+        seen.update(json.loads(m.value)["n"] for m in batch)
+
+    survivor = make_bus()
+    buses.append(survivor)
+    survivor.subscribe([topic], "g-crash", handler)
+    await survivor.start()
+    await eventually(lambda: seen == set(range(10)), timeout=90)
+
+
+async def test_poison_goes_to_dead_letter_and_next_message_is_processed(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+) -> None:
+    topic, dlq = topics.workflow_start, topics.dead_letter
+    bus = make_bus()
+    buses.append(bus)
+    await bus.ensure_topics([topic, dlq])
+    processed: list[str] = []
+    letters: list[dict] = []
+
+    async def handler(batch: Sequence[Received]) -> None:
+        dead = []
+        for received in batch:
+            try:
+                processed.append(parse(received, DECIDER_INBOUND).id)
+            except PoisonMessageError as error:
+                dead.append(dead_letter(received, str(error), dlq))
+        await bus.publish(dead)
+
+    async def dlq_handler(batch: Sequence[Received]) -> None:
+        letters.extend(json.loads(m.value) for m in batch)
+
+    bus.subscribe([topic], "g-poison", handler)
+    bus.subscribe([dlq], "g-dlq", dlq_handler)
+    await bus.start()
+    good = StartWorkflow(id="good", workflow_id="wf", name="w")
+    await bus.publish(
+        [
+            Outgoing(topic=topic, key="wf", value=b"{not json"),
+            Outgoing(topic=topic, key="wf", value=b'{"type": "start_workflow", "id": "x"}'),
+            Outgoing(topic=topic, key="wf", value=good.to_bytes()),
+        ]
+    )
+    await eventually(lambda: processed == ["good"] and len(letters) == 2)
+    reasons = [letter["reason"] for letter in letters]
+    assert reasons[0].startswith("not JSON")
+    assert "schema violation" in reasons[1] and "workflowId" in reasons[1]
+    assert letters[0]["valueText"] == "{not json" and letters[0]["topic"] == topic
