@@ -25,7 +25,10 @@ class CairnSettings(BaseSettings):
         5.0, description="An outbox unsent for this long is republished by the sweeper."
     )
     sweeper_stale_after_s: float = Field(
-        60.0, description="A RUNNING workflow with no commit for this long is re-decided."
+        300.0, description="A RUNNING workflow with no commit for this long is re-decided."
+    )
+    sweeper_stale_interval_s: float = Field(
+        60.0, description="Seconds between scans for stale RUNNING workflows (a full scan on some servers)."
     )
     timer_poll_interval_s: float = Field(0.1, description="How often the timer service scans for due timers.")
     timer_lease_s: float = Field(30.0, description="How long a claimed timer is held before another replica may fire it.")

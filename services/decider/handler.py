@@ -1,18 +1,17 @@
-"""The decider: inbox dedupe, load, decide, commit, publish outbox, mark sent.
+"""The decider: inbox dedupe, load, decide, commit, publish outbox, mark sent — per batch.
 
-Events are grouped by workflow; each workflow's group is one decision and one conditional update
-of its document (the commit point). Different workflows in a batch are decided concurrently.
-A version conflict (another replica or a redelivery got there first) reloads and decides again.
+A batch of events is grouped by workflow; each group is one decision. All decisions of a batch
+are made durable by one group commit (a handful of store round trips however many workflows the
+batch holds), their outboxes published in one produce batch, then marked sent. A decision that
+lost its version check (another replica, a redelivery) is reloaded and decided again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-
-from opentelemetry import trace
+from dataclasses import dataclass, field
 
 from shared import telemetry
 from shared.core import decide, new_workflow_state
@@ -20,17 +19,10 @@ from shared.core.validation import DefinitionError, validate_workflow_def
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.definitions import WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
-from shared.models.messages import (
-    DECIDER_INBOUND,
-    DeciderInbound,
-    OutboxMessage,
-    StartWorkflow,
-    WorkflowEvent,
-    workflow_id_of,
-)
+from shared.models.messages import DECIDER_INBOUND, DeciderInbound, StartWorkflow, WorkflowEvent, workflow_id_of
 from shared.models.runtime import WorkflowState, WorkflowStatus
 from shared.ports.bus import Bus, Outgoing, Received
-from shared.ports.store import Store
+from shared.ports.store import Commit, Store
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -40,13 +32,24 @@ MAX_COMMIT_ATTEMPTS = 20
 
 
 class CommitConflictError(RuntimeError):
-    """Too many concurrent commits on one workflow; the batch is redelivered."""
+    """Too many lost version checks in a row; the batch is redelivered."""
 
 
 @dataclass
 class _Item:
     received: Received
     message: DeciderInbound
+
+
+@dataclass
+class _Plan:
+    """What one workflow's decision wants written and published."""
+
+    workflow_id: str
+    commit: Commit | None = None
+    publish: WorkflowDocument | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    dead: list[Outgoing] = field(default_factory=list)
 
 
 class DeciderHandler:
@@ -57,6 +60,7 @@ class DeciderHandler:
         self.clock = clock
 
     async def handle_batch(self, batch: Sequence[Received]) -> None:
+        started = time.perf_counter()
         groups: dict[str, list[_Item]] = {}
         dead: list[Outgoing] = []
         for received in batch:
@@ -67,97 +71,128 @@ class DeciderHandler:
                 dead.append(dead_letter(received, str(error), self.topics.dead_letter))
                 continue
             groups.setdefault(workflow_id_of(message), []).append(_Item(received, message))
-        results = await asyncio.gather(*(self._decide_workflow(wf, items) for wf, items in groups.items()))
-        dead.extend(letter for letters in results for letter in letters)
+        pending = groups
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            if not pending:
+                break
+            lost = await self._decide_and_commit(pending, dead)
+            pending = {workflow_id: groups[workflow_id] for workflow_id in lost}
+        else:
+            raise CommitConflictError(f"gave up on {sorted(pending)} after {MAX_COMMIT_ATTEMPTS} conflicts")
         await self.bus.publish(dead)
+        log.debug(
+            "batch of %d messages for %d workflows in %.1f ms",
+            len(batch), len(groups), (time.perf_counter() - started) * 1000,
+        )
 
-    async def _decide_workflow(self, workflow_id: str, items: list[_Item]) -> list[Outgoing]:
-        """Decide and commit one workflow's events; returns dead letters for events that cannot apply."""
+    async def _decide_and_commit(self, groups: dict[str, list[_Item]], dead: list[Outgoing]) -> list[str]:
+        """One round: load, decide, group-commit, publish. Returns the workflows that lost."""
+        now = self.clock()
+        t0 = time.perf_counter()
+        documents = await self.store.load_workflows(list(groups))
+        t1 = time.perf_counter()
+        definitions: dict[tuple[str, int | None], tuple[WorkflowDef | None, str]] = {}
+        plans = [
+            await self._plan(workflow_id, items, documents.get(workflow_id), now, definitions)
+            for workflow_id, items in groups.items()
+        ]
+        t2 = time.perf_counter()
+        for plan in plans:
+            dead.extend(plan.dead)
+        commits = [plan for plan in plans if plan.commit is not None]
+        with tracer.start_as_current_span(
+            "cairn.commit",
+            attributes={
+                "cairn.workflow_ids": [plan.workflow_id for plan in commits],
+                "cairn.task_ids": [t.task_id for plan in commits for t in plan.commit.tasks],  # type: ignore[union-attr]
+            },
+        ):
+            won = await self.store.commit_workflows([plan.commit for plan in commits])  # type: ignore[misc]
+        t3 = time.perf_counter()
+        lost = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok]
+        for plan, ok in zip(commits, won, strict=True):
+            if ok:
+                plan.publish = plan.commit.document  # type: ignore[union-attr]
+        await self._publish([plan for plan in plans if plan.publish is not None and plan.publish.outbox])
+        log.debug("TIMING load %.1f plan %.1f commit %.1f publish %.1f", (t1-t0)*1e3, (t2-t1)*1e3, (t3-t2)*1e3, (time.perf_counter()-t3)*1e3)
+        return lost
+
+    async def _plan(
+        self,
+        workflow_id: str,
+        items: list[_Item],
+        document: WorkflowDocument | None,
+        now: int,
+        definitions: dict[tuple[str, int | None], tuple[WorkflowDef | None, str]],
+    ) -> _Plan:
         parent = telemetry.extract(items[0].received.headers)
         with tracer.start_as_current_span(
             "cairn.decide", context=parent, attributes={"cairn.workflow_id": workflow_id}
         ) as span:
-            for _ in range(MAX_COMMIT_ATTEMPTS):
-                outcome = await self._attempt(workflow_id, items, span)
-                if outcome is not None:
-                    return outcome
-            raise CommitConflictError(f"workflow {workflow_id}: gave up after {MAX_COMMIT_ATTEMPTS} conflicts")
-
-    async def _attempt(self, workflow_id: str, items: list[_Item], span: trace.Span) -> list[Outgoing] | None:
-        now = self.clock()
-        document = await self.store.load_workflow(workflow_id)
-        exists = document is not None
-        events = [item.message for item in items if document is None or item.message.id not in document.inbox]
-        if document is None:
-            start = next((event for event in events if isinstance(event, StartWorkflow)), None)
-            if start is None:
-                reason = f"workflow {workflow_id!r} does not exist"
-                return [dead_letter(item.received, reason, self.topics.dead_letter) for item in items]
-            traceparent = next(
-                (i.received.headers.get("traceparent") for i in items if i.message is start), None
+            plan = _Plan(workflow_id, headers=telemetry.inject())
+            exists = document is not None
+            events = [item.message for item in items if document is None or item.message.id not in document.inbox]
+            if document is None:
+                start = next((event for event in events if isinstance(event, StartWorkflow)), None)
+                if start is None:
+                    reason = f"workflow {workflow_id!r} does not exist"
+                    plan.dead = [dead_letter(item.received, reason, self.topics.dead_letter) for item in items]
+                    return plan
+                key = (start.name, start.version)
+                if key not in definitions:
+                    definitions[key] = await self._snapshot(start.name, start.version)
+                traceparent = next((i.received.headers.get("traceparent") for i in items if i.message is start), None)
+                document = self._new_document(start, definitions[key], now, traceparent)
+                if document.definition is None:  # rejected start: record why, tell listeners
+                    plan.commit = Commit(document, 0)
+                    return plan
+            if document.definition is None:
+                log.info("events for %s ignored: its start was rejected", workflow_id)
+                return plan
+            try:
+                decision = decide(document.definition, document.state, events, now)
+            except Exception as error:  # a bug in the core must not wedge the partition
+                log.exception("decide failed for %s", workflow_id)
+                reason = f"decide failed for workflow {workflow_id}: {error!r}"
+                plan.dead = [dead_letter(item.received, reason, self.topics.dead_letter) for item in items]
+                return plan
+            for note in decision.notes:
+                log.info("workflow %s: %s", workflow_id, note)
+            span.set_attribute("cairn.task_ids", [task.task_id for task in decision.tasks])
+            if not decision.changed and exists:
+                plan.publish = document  # repairs a crash between an earlier commit and its publish
+                return plan
+            version = document.version + 1
+            outbox = [*document.outbox, *decision.outbox]
+            committed = document.model_copy(
+                update={
+                    "version": version,
+                    "state": decision.state,
+                    "outbox": outbox,
+                    "inbox": [*document.inbox, *(event.id for event in events)][-INBOX_MEMORY:],
+                    "updated_at": now,
+                }
             )
-            document = await self._new_document(start, now, traceparent)
-            if document.definition is None:  # rejected start: record why, tell listeners
-                if not await self.store.create_workflow(document):
-                    return None
-                await self._publish_outbox(document)
-                return []
-        if document.definition is None:
-            log.info("events for %s ignored: its start was rejected", workflow_id)
-            return []
-        try:
-            decision = decide(document.definition, document.state, events, now)
-        except Exception as error:  # a bug in the core must not wedge the partition
-            log.exception("decide failed for %s", workflow_id)
-            reason = f"decide failed for workflow {workflow_id}: {error!r}"
-            return [dead_letter(item.received, reason, self.topics.dead_letter) for item in items]
-        for note in decision.notes:
-            log.info("workflow %s: %s", workflow_id, note)
-        if not decision.changed and exists:
-            await self._publish_outbox(document)  # repair a crash between commit and publish
-            return []
-        version = document.version + 1
-        outbox = [*document.outbox, *decision.outbox]
-        committed = document.model_copy(
-            update={
-                "version": version,
-                "state": decision.state,
-                "outbox": outbox,
-                "outbox_since": (document.outbox_since or now) if outbox else None,
-                "inbox": [*document.inbox, *(event.id for event in events)][-INBOX_MEMORY:],
-                "updated_at": now,
-            }
-        )
-        tasks = [task.model_copy(update={"workflow_version": version}) for task in decision.tasks]
-        with tracer.start_as_current_span(
-            "cairn.commit",
-            attributes={
-                "cairn.workflow_id": workflow_id,
-                "cairn.version": version,
-                "cairn.task_ids": [task.task_id for task in tasks],
-            },
-        ):
-            await self.store.upsert_tasks(tasks)
-            ok = (
-                await self.store.commit_workflow(committed, document.version)
-                if exists
-                else await self.store.create_workflow(committed)
-            )
-        if not ok:
-            span.add_event("version conflict", {"cairn.version": document.version})
-            return None
-        await self._publish_outbox(committed)
-        return []
+            # Task records are history: executions that reached a terminal state.
+            tasks = [
+                task.model_copy(update={"workflow_version": version})
+                for task in decision.tasks
+                if task.status.is_terminal
+            ]
+            plan.commit = Commit(committed, document.version, tasks)
+            return plan
 
-    async def _new_document(self, start: StartWorkflow, now: int, traceparent: str | None) -> WorkflowDocument:
+    def _new_document(
+        self, start: StartWorkflow, snapshot: tuple[WorkflowDef | None, str], now: int, traceparent: str | None
+    ) -> WorkflowDocument:
         """A version-0 document for a start event: the definition snapshot, or a rejection."""
-        snapshot, problem = await self._snapshot(start.name, start.version)
-        if snapshot is not None:
+        definition, problem = snapshot
+        if definition is not None:
             return WorkflowDocument(
                 workflow_id=start.workflow_id,
                 version=0,
-                definition=snapshot,
-                state=new_workflow_state(snapshot, start, now),
+                definition=definition,
+                state=new_workflow_state(definition, start, now),
                 trace_parent=traceparent,
                 updated_at=now,
             )
@@ -188,13 +223,13 @@ class DeciderHandler:
             version=1,
             state=state,
             outbox=[event],
-            outbox_since=now,
             inbox=[start.id],
             trace_parent=traceparent,
             updated_at=now,
         )
 
     async def _snapshot(self, name: str, version: int | None) -> tuple[WorkflowDef | None, str]:
+        """The definition to embed in a new execution, TaskDefs resolved; or why there is none."""
         definition = await self.store.get_workflow_def(name, version)
         if definition is None:
             which = f"version {version}" if version is not None else "any version"
@@ -210,16 +245,20 @@ class DeciderHandler:
             return None, str(error)
         return snapshot, ""
 
-    async def _publish_outbox(self, document: WorkflowDocument) -> None:
-        if not document.outbox:
+    async def _publish(self, plans: Sequence[_Plan]) -> None:
+        if not plans:
             return
+        messages: list[Outgoing] = []
+        for plan in plans:
+            document = plan.publish
+            assert document is not None
+            messages.extend(
+                outgoing(self.topics.for_outbox(message), message, document.workflow_id, plan.headers)
+                for message in document.outbox
+            )
         with tracer.start_as_current_span(
             "cairn.publish",
-            attributes={"cairn.workflow_id": document.workflow_id, "cairn.messages": len(document.outbox)},
+            attributes={"cairn.workflow_ids": [plan.workflow_id for plan in plans], "cairn.messages": len(messages)},
         ):
-            headers = telemetry.inject()
-            await self.bus.publish([self._outgoing(message, document, headers) for message in document.outbox])
-        await self.store.mark_outbox_sent(document.workflow_id, document.version)
-
-    def _outgoing(self, message: OutboxMessage, document: WorkflowDocument, headers: dict[str, str]) -> Outgoing:
-        return outgoing(self.topics.for_outbox(message), message, document.workflow_id, headers)
+            await self.bus.publish(messages)
+        await self.store.mark_outboxes_sent([(plan.workflow_id, plan.publish.version) for plan in plans])  # type: ignore[union-attr]

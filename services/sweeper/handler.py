@@ -3,7 +3,8 @@
 A workflow is swept when its outbox has held unsent messages longer than a grace period (the
 decider crashed between commit and publish) or when it is RUNNING and nothing was committed for a
 configurable time. Either way the sweeper publishes a decide-request; the decider republishes the
-outbox and re-evaluates, both idempotent.
+outbox and re-evaluates, both idempotent. The stale scan runs on its own, longer interval because
+on some MongoDB-protocol servers it reads the whole collection.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Sweeper:
         clock: Callable[[], int],
         outbox_grace_ms: int,
         stale_after_ms: int,
+        stale_interval_ms: int,
         limit: int = 1000,
     ) -> None:
         self.store = store
@@ -38,13 +40,17 @@ class Sweeper:
         self.clock = clock
         self.outbox_grace_ms = outbox_grace_ms
         self.stale_after_ms = stale_after_ms
+        self.stale_interval_ms = stale_interval_ms
         self.limit = limit
+        self._last_stale_scan = 0
 
     async def sweep_once(self) -> list[str]:
         now = self.clock()
-        ids = await self.store.find_workflows_to_sweep(
-            now - self.outbox_grace_ms, now - self.stale_after_ms, self.limit
-        )
+        ids = await self.store.find_unpublished(now - self.outbox_grace_ms, self.limit)
+        if now - self._last_stale_scan >= self.stale_interval_ms:
+            self._last_stale_scan = now
+            stale = await self.store.find_stale_running(now - self.stale_after_ms, self.limit)
+            ids += [workflow_id for workflow_id in stale if workflow_id not in ids]
         await self.bus.publish(
             [
                 outgoing(
@@ -57,6 +63,7 @@ class Sweeper:
         )
         if ids:
             log.info("swept %d workflows", len(ids))
+        await self.store.housekeeping(now)
         return ids
 
     async def run(self, stop: asyncio.Event, interval_s: float) -> None:

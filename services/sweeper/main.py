@@ -21,6 +21,7 @@ async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
         now_ms,
         int(settings.sweeper_outbox_grace_s * 1000),
         int(settings.sweeper_stale_after_s * 1000),
+        int(settings.sweeper_stale_interval_s * 1000),
     )
     try:
         await sweeper.run(stop, settings.sweeper_interval_s)

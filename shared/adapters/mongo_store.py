@@ -8,25 +8,36 @@ the commit point (docs/architecture.md, "Fenced commits"):
 
 1. commit = insert `{_id: "<workflowId>#<version>"}` into `workflow_commits`, carrying the whole
    new document. Exactly one writer can commit a given version; a stale writer gets a duplicate
-   key error and the version check fails, as the design requires.
-2. the `workflows` document is then materialised from it (and re-materialised by whoever next
-   meets the duplicate), and the previous commit record is pruned.
+   key error, so the version check fails as the design requires. Commit records are kept for
+   `COMMIT_RECORD_RETENTION_MS` (pruned by `housekeeping`) so a fence outlives any stale reader.
+2. the `workflows` document (the read model) is materialised from it, never over a newer version;
+   whoever next meets the duplicate key rolls it forward if the committer died in between.
+3. an unsent outbox is marked by a row in `outbox_pending`, inserted with the commit and deleted
+   once published: inserts and deletes, because updates are what MongoDB-protocol servers
+   without a storage engine of their own make slow (FerretDB: ~5 ms per update, ~0.3 ms per
+   inserted document in a batch).
 
-Task records and timers are upserts under deterministic ids; timer claims are fenced the same way.
+Task records are history: one per execution, written when it reaches a terminal state (live
+executions are in the workflow document). Timers are upserts; timer claims are fenced by insert.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, WorkflowStatus
+from shared.ports.store import Commit
+
+DUPLICATE_KEY = 11000
+COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
 
 
 def _workflow_to_mongo(document: WorkflowDocument) -> dict[str, Any]:
@@ -35,12 +46,32 @@ def _workflow_to_mongo(document: WorkflowDocument) -> dict[str, Any]:
     # Top-level copies of what queries filter on; the nested state stays the source of truth.
     data["status"] = document.state.status.value
     data["name"] = document.state.workflow_name
-    data["outboxPending"] = bool(document.outbox)
     return data
 
 
-def _workflow_from_mongo(data: dict[str, Any]) -> WorkflowDocument:
-    return WorkflowDocument.model_validate(data)
+def _task_to_mongo(task: TaskState) -> dict[str, Any]:
+    data = task.model_dump(by_alias=True, mode="json")
+    data["_id"] = task.task_id
+    return data
+
+
+async def _insert_all(collection: Any, documents: list[dict[str, Any]]) -> list[bool]:
+    """Insert each document; result i is False when document i's _id already existed."""
+    if not documents:
+        return []
+    try:
+        await collection.insert_many(documents, ordered=False)
+    except BulkWriteError as error:
+        errors = error.details.get("writeErrors", [])
+        if any(item.get("code") != DUPLICATE_KEY for item in errors):
+            raise
+        failed = {item["index"] for item in errors}
+        return [i not in failed for i in range(len(documents))]
+    return [True] * len(documents)
+
+
+def _marker_id(workflow_id: str, version: int) -> str:
+    return f"{workflow_id}#{version}"
 
 
 class MongoStore:
@@ -49,17 +80,23 @@ class MongoStore:
         db = self._client[database]
         self._workflows = db["workflows"]
         self._commits = db["workflow_commits"]
-        self._timer_claims = db["timer_claims"]
+        self._outbox_pending = db["outbox_pending"]
         self._tasks = db["tasks"]
         self._timers = db["timers"]
+        self._timer_claims = db["timer_claims"]
         self._workflow_defs = db["workflow_defs"]
         self._task_defs = db["task_defs"]
+        self._atomic_updates = True
 
     async def open(self) -> None:
+        info = await self._client.admin.command("buildInfo")
+        # FerretDB 1.x runs conditional updates as read-then-write: neither atomic nor indexed.
+        self._atomic_updates = "ferretdbVersion" not in info
         await self._workflows.create_index([("status", ASCENDING), ("updatedAt", ASCENDING)])
-        await self._workflows.create_index([("outboxPending", ASCENDING), ("outboxSince", ASCENDING)])
         await self._workflows.create_index([("name", ASCENDING), ("status", ASCENDING)])
         await self._commits.create_index([("workflowId", ASCENDING), ("version", DESCENDING)])
+        await self._commits.create_index([("updatedAt", ASCENDING)])
+        await self._outbox_pending.create_index([("since", ASCENDING)])
         await self._tasks.create_index([("workflowInstanceId", ASCENDING), ("seq", ASCENDING)])
         await self._timers.create_index([("fireAt", ASCENDING)])
         await self._workflow_defs.create_index([("name", ASCENDING), ("version", DESCENDING)])
@@ -109,53 +146,97 @@ class MongoStore:
 
     # ---- workflows ----
 
-    async def create_workflow(self, document: WorkflowDocument) -> bool:
-        try:
-            await self._workflows.insert_one(_workflow_to_mongo(document))
-        except DuplicateKeyError:
-            return False
-        return True
+    async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
+        # One `{_id: x}` lookup each, concurrently: the only filter FerretDB answers from an index
+        # (any other filter, `$in` included, scans the collection).
+        found_raw = await asyncio.gather(*(self._workflows.find_one({"_id": wid}) for wid in workflow_ids))
+        raw = {data["_id"]: data for data in found_raw if data is not None}
+        markers = [_marker_id(workflow_id, data["version"]) for workflow_id, data in raw.items() if data.get("outbox")]
+        unsent = {m["_id"] async for m in self._outbox_pending.find({"_id": {"$in": markers}}, {"_id": 1})}
+        found: dict[str, WorkflowDocument] = {}
+        for workflow_id, data in raw.items():
+            if _marker_id(workflow_id, data["version"]) not in unsent:
+                data["outbox"] = []  # published already
+            found[workflow_id] = WorkflowDocument.model_validate(data)
+        return found
 
     async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None:
-        data = await self._workflows.find_one({"_id": workflow_id})
-        return None if data is None else _workflow_from_mongo(data)
+        return (await self.load_workflows([workflow_id])).get(workflow_id)
 
-    async def commit_workflow(self, document: WorkflowDocument, expected_version: int) -> bool:
-        if document.version != expected_version + 1:
-            raise ValueError("commit_workflow: document.version must be expected_version + 1")
-        data = _workflow_to_mongo(document)
-        record = {**data, "_id": f"{document.workflow_id}#{document.version}"}
-        try:
-            await self._commits.insert_one(record)
-        except DuplicateKeyError:
-            await self._roll_forward(document.workflow_id)
-            return False
-        if not await self._materialise(data) and await self._workflows.find_one({"_id": data["_id"]}, {"_id": 1}) is None:
-            await self._commits.delete_one({"_id": record["_id"]})  # there was nothing to commit onto
-            return False
-        await self._commits.delete_one({"_id": f"{document.workflow_id}#{expected_version}"})
-        return True
-
-    async def _materialise(self, data: dict[str, Any]) -> bool:
-        """Make the workflows document show a committed version, never replacing a newer one."""
-        result = await self._workflows.replace_one(
-            {"_id": data["_id"], "version": {"$lt": data["version"]}}, data
+    async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
+        """Group commit: a handful of round trips for the whole batch, whatever its size."""
+        for commit in commits:
+            if commit.document.version != commit.expected_version + 1:
+                raise ValueError("commit: document.version must be expected_version + 1")
+        await self.upsert_tasks([task for commit in commits for task in commit.tasks])
+        data = [_workflow_to_mongo(commit.document) for commit in commits]
+        won = [False] * len(commits)
+        creates = [i for i, commit in enumerate(commits) if commit.expected_version == 0]
+        updates = [i for i, commit in enumerate(commits) if commit.expected_version > 0]
+        await self._mark_unsent([commits[i].document for i in range(len(commits))])
+        for i, ok in zip(creates, await _insert_all(self._workflows, [data[i] for i in creates]), strict=True):
+            won[i] = ok
+        records = [{**data[i], "_id": _marker_id(data[i]["_id"], data[i]["version"])} for i in updates]
+        inserted = await _insert_all(self._commits, records)
+        winners = [i for i, ok in zip(updates, inserted, strict=True) if ok]
+        if winners:
+            result = await self._workflows.bulk_write(
+                [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in winners], ordered=False
+            )
+            if result.matched_count < len(winners):
+                winners = await self._drop_commits_onto_nothing(winners, data)
+            for i in winners:
+                won[i] = True
+        for i, ok in zip(updates, inserted, strict=True):
+            if not ok:
+                await self._roll_forward(data[i]["_id"])
+        losers = [commits[i].document for i in range(len(commits)) if not won[i]]
+        await self._outbox_pending.delete_many(
+            {"_id": {"$in": [_marker_id(d.workflow_id, d.version) for d in losers if d.outbox]}}
         )
-        return result.matched_count == 1
+        return won
+
+    def _materialise_filter(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Never replace a newer version — where the server can check that cheaply and atomically.
+
+        On FerretDB a filter beyond `{_id}` scans the whole collection and is not atomic anyway;
+        there a rare late materialisation can briefly show an older version, which the next
+        decision repairs (its fence insert fails and it rolls the document forward)."""
+        if self._atomic_updates:
+            return {"_id": data["_id"], "version": {"$lt": data["version"]}}
+        return {"_id": data["_id"]}
+
+    async def _mark_unsent(self, documents: Sequence[WorkflowDocument]) -> None:
+        markers = [
+            {"_id": _marker_id(d.workflow_id, d.version), "workflowId": d.workflow_id, "since": d.updated_at}
+            for d in documents
+            if d.outbox
+        ]
+        await _insert_all(self._outbox_pending, markers)
+
+    async def _drop_commits_onto_nothing(self, winners: list[int], data: list[dict[str, Any]]) -> list[int]:
+        """A commit whose workflow document does not exist committed onto nothing: undo it."""
+        ids = [data[i]["_id"] for i in winners]
+        existing = {d["_id"] async for d in self._workflows.find({"_id": {"$in": ids}}, {"_id": 1})}
+        for i in winners:
+            if data[i]["_id"] not in existing:
+                await self._commits.delete_one({"_id": _marker_id(data[i]["_id"], data[i]["version"])})
+        return [i for i in winners if data[i]["_id"] in existing]
 
     async def _roll_forward(self, workflow_id: str) -> None:
         """Someone committed a version the document does not show yet: materialise the newest."""
         newest = await self._commits.find_one({"workflowId": workflow_id}, sort=[("version", DESCENDING)])
         if newest is not None:
             newest["_id"] = workflow_id
-            await self._materialise(newest)
+            current = await self._workflows.find_one({"_id": workflow_id}, {"version": 1})
+            if current is not None and current["version"] < newest["version"]:
+                await self._workflows.replace_one(self._materialise_filter(newest), newest)
 
-    async def mark_outbox_sent(self, workflow_id: str, version: int) -> None:
-        # Only the version whose outbox was published; a newer version publishes its own outbox.
-        await self._workflows.update_one(
-            {"_id": workflow_id, "version": version},
-            {"$set": {"outbox": [], "outboxPending": False}, "$unset": {"outboxSince": ""}},
-        )
+    async def mark_outboxes_sent(self, published: Sequence[tuple[str, int]]) -> None:
+        if published:
+            await self._outbox_pending.delete_many(
+                {"_id": {"$in": [_marker_id(workflow_id, version) for workflow_id, version in published]}}
+            )
 
     async def list_workflows(
         self, status: str | None = None, name: str | None = None, limit: int = 100
@@ -166,36 +247,36 @@ class MongoStore:
         if name:
             query["name"] = name
         cursor = self._workflows.find(query, sort=[("updatedAt", DESCENDING)], limit=limit)
-        return [_workflow_from_mongo(data) async for data in cursor]
+        return [WorkflowDocument.model_validate(data) async for data in cursor]
 
-    async def find_workflows_to_sweep(
-        self, outbox_older_than: int, running_stale_before: int, limit: int
-    ) -> list[str]:
+    async def find_unpublished(self, older_than: int, limit: int) -> list[str]:
         ids: list[str] = []
-        async for data in self._workflows.find(
-            {"outboxPending": True, "outboxSince": {"$lt": outbox_older_than}}, {"_id": 1}, limit=limit
-        ):
-            ids.append(data["_id"])
-        async for data in self._workflows.find(
-            {"status": WorkflowStatus.RUNNING.value, "updatedAt": {"$lt": running_stale_before}},
-            {"_id": 1},
-            limit=limit,
-        ):
-            if data["_id"] not in ids:
-                ids.append(data["_id"])
-        return ids[:limit]
+        async for marker in self._outbox_pending.find({"since": {"$lt": older_than}}, limit=limit):
+            if marker["workflowId"] not in ids:
+                ids.append(marker["workflowId"])
+        return ids
+
+    async def find_stale_running(self, before: int, limit: int) -> list[str]:
+        cursor = self._workflows.find(
+            {"status": WorkflowStatus.RUNNING.value, "updatedAt": {"$lt": before}}, {"_id": 1}, limit=limit
+        )
+        return [data["_id"] async for data in cursor]
+
+    async def housekeeping(self, now: int) -> None:
+        """Prune commit records old enough that no reader can still hold the version they fence."""
+        await self._commits.delete_many({"updatedAt": {"$lt": now - COMMIT_RECORD_RETENTION_MS}})
 
     # ---- task records ----
 
     async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
-        if not tasks:
-            return
-        operations = []
-        for task in tasks:
-            data = task.model_dump(by_alias=True, mode="json")
-            data["_id"] = task.task_id
-            operations.append(ReplaceOne({"_id": task.task_id}, data, upsert=True))
-        await self._tasks.bulk_write(operations, ordered=False)
+        """Insert first (cheap everywhere); overwrite only the ids that already existed."""
+        documents = [_task_to_mongo(task) for task in tasks]
+        inserted = await _insert_all(self._tasks, documents)
+        existing = [document for document, ok in zip(documents, inserted, strict=True) if not ok]
+        if existing:
+            await self._tasks.bulk_write(
+                [ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in existing], ordered=False
+            )
 
     async def get_task(self, task_id: str) -> TaskState | None:
         data = await self._tasks.find_one({"_id": task_id})

@@ -25,8 +25,7 @@ class WorkflowDocument(CamelModel):
     definition: WorkflowDef | None = None
     state: WorkflowState
     outbox: list[OutboxMessage] = Field(default_factory=list)
-    outbox_since: int | None = None
-    """When the oldest unsent outbox message was committed; the sweeper's clue."""
+    """Messages committed but not yet published (carried over until they are)."""
     inbox: list[str] = Field(default_factory=list)
     trace_parent: str | None = None
     """W3C traceparent of the start event, so sweeper-driven work joins the workflow's trace."""

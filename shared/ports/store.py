@@ -1,18 +1,34 @@
 """The store port. Adapters: MongoDB (production), SQLite (embedded, issue 3).
 
-No multi-document transactions: the commit point of a decision is `commit_workflow`, one
-conditional update of the workflow document by version. Everything else is idempotent under
+No multi-document transactions: the commit point of a decision is one conditional write of the
+workflow document by version (`commit_workflows` does many such commits in one group). Everything else is idempotent under
 deterministic ids, so a retried decision overwrites what a failed one left behind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One decision to make durable: the new document (version = expected_version + 1) and the
+    task records it created or changed."""
+
+    document: WorkflowDocument
+    expected_version: int
+    tasks: Sequence[TaskState] = ()
+
+
+async def commit_one(store: "Store", document: WorkflowDocument, expected_version: int) -> bool:
+    [won] = await store.commit_workflows([Commit(document, expected_version)])
+    return won
 
 
 class Store(Protocol):
@@ -33,38 +49,46 @@ class Store(Protocol):
     async def get_task_defs(self, names: Sequence[str]) -> dict[str, TaskDef]: ...
 
     # ---- workflows ----
-    async def create_workflow(self, document: WorkflowDocument) -> bool:
-        """Insert a new document at its version; False if the id exists already."""
+    async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None:
+        """The current document; its `outbox` holds only messages not yet marked sent."""
         ...
 
-    async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None: ...
-
-    async def commit_workflow(self, document: WorkflowDocument, expected_version: int) -> bool:
-        """Replace the document iff its stored version is `expected_version`.
-
-        `document.version` must be `expected_version + 1`. False means someone else committed
-        first (or the document vanished): reload and decide again.
-        """
+    async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
+        """The existing documents among `workflow_ids`, by id."""
         ...
 
-    async def mark_outbox_sent(self, workflow_id: str, version: int) -> None:
-        """Clear the outbox of `version` after publishing it; does not change the version. A no-op
-        if the document moved on: the newer version's outbox holds ours and is published with it."""
+    async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
+        """Group commit. For each commit, first write its task records (idempotent upserts), then
+        make its document current iff the stored version is still `expected_version` (0: the
+        document must not exist yet). Result i is False when commit i lost to another writer:
+        reload and decide again. Commits of different workflows never affect each other."""
+        ...
+
+    async def mark_outboxes_sent(self, published: Sequence[tuple[str, int]]) -> None:
+        """Clear the outbox of each (workflow id, version) after publishing it; no version change.
+        A no-op where the document moved on: the newer version's outbox holds ours."""
         ...
 
     async def list_workflows(
         self, status: str | None = None, name: str | None = None, limit: int = 100
     ) -> list[WorkflowDocument]: ...
 
-    async def find_workflows_to_sweep(
-        self, outbox_older_than: int, running_stale_before: int, limit: int
-    ) -> list[str]:
-        """Ids of workflows with outbox messages unsent since before `outbox_older_than`, or
-        RUNNING without a commit since `running_stale_before`."""
+    async def find_unpublished(self, older_than: int, limit: int) -> list[str]:
+        """Workflows whose outbox was committed before `older_than` and is still not marked sent."""
+        ...
+
+    async def find_stale_running(self, before: int, limit: int) -> list[str]:
+        """RUNNING workflows without a commit since `before`."""
+        ...
+
+    async def housekeeping(self, now: int) -> None:
+        """Periodic maintenance the adapter needs (pruning); the sweeper calls it."""
         ...
 
     # ---- task records ----
-    async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None: ...
+    async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
+        """Write task records (history: executions in a terminal state) under their ids."""
+        ...
     async def get_task(self, task_id: str) -> TaskState | None: ...
     async def list_tasks(self, workflow_id: str) -> list[TaskState]:
         """Every execution of the workflow (retries included), in scheduling order."""

@@ -9,7 +9,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.messages import WorkflowEvent
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
-from shared.ports.store import Store
+from shared.ports.store import Commit, Store, commit_one
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +27,11 @@ def document(workflow_id: str = "wf-1", version: int = 1, **state: object) -> Wo
         state=WorkflowState(workflow_id=workflow_id, workflow_name="w", workflow_version=1, **state),
         updated_at=1000,
     )
+
+
+async def create(store: Store, doc: WorkflowDocument) -> bool:
+    assert doc.version == 1
+    return await commit_one(store, doc, 0)
 
 
 def task(task_id: str, seq: int, workflow_id: str = "wf-1", status: TaskStatus = TaskStatus.SCHEDULED) -> TaskState:
@@ -57,31 +62,31 @@ async def test_definitions_latest_and_by_version(store: Store) -> None:
 async def test_create_is_exclusive_and_roundtrips(store: Store) -> None:
     doc = document(input={"x": [1, {"y": None}]})
     doc.outbox.append(WorkflowEvent(id="e1", event="completed", workflow_id="wf-1", workflow_name="w", status="COMPLETED"))
-    assert await store.create_workflow(doc)
-    assert not await store.create_workflow(document())
+    assert await create(store, doc)
+    assert not await create(store, document())
     loaded = await store.load_workflow("wf-1")
     assert loaded == doc
     assert await store.load_workflow("absent") is None
 
 
 async def test_commit_is_conditional_on_version(store: Store) -> None:
-    await store.create_workflow(document(version=1))
-    assert await store.commit_workflow(document(version=2, status=WorkflowStatus.COMPLETED), expected_version=1)
+    await create(store, document(version=1))
+    assert await commit_one(store, document(version=2, status=WorkflowStatus.COMPLETED), expected_version=1)
     # A stale writer (it read version 1) cannot commit over version 2.
-    assert not await store.commit_workflow(document(version=2, status=WorkflowStatus.FAILED), expected_version=1)
+    assert not await commit_one(store, document(version=2, status=WorkflowStatus.FAILED), expected_version=1)
     loaded = await store.load_workflow("wf-1")
     assert loaded is not None and loaded.version == 2 and loaded.state.status is WorkflowStatus.COMPLETED
-    assert not await store.commit_workflow(document("ghost", version=2), expected_version=1)
+    assert not await commit_one(store, document("ghost", version=2), expected_version=1)
     with pytest.raises(ValueError):
-        await store.commit_workflow(document(version=5), expected_version=2)
+        await commit_one(store, document(version=5), expected_version=2)
 
 
 async def test_concurrent_commits_exactly_one_wins(store: Store) -> None:
     for trial in range(20):
         workflow_id = f"race-{trial}"
-        await store.create_workflow(document(workflow_id, version=1))
+        await create(store, document(workflow_id, version=1))
         results = await asyncio.gather(
-            *(store.commit_workflow(document(workflow_id, version=2, correlation_id=str(i)), 1) for i in range(8))
+            *(commit_one(store, document(workflow_id, version=2, correlation_id=str(i)), 1) for i in range(8))
         )
         assert sum(results) == 1, f"trial {trial}: {sum(results)} writers committed version 2"
         winner = results.index(True)
@@ -92,12 +97,33 @@ async def test_concurrent_commits_exactly_one_wins(store: Store) -> None:
 async def test_stale_writer_after_unmaterialised_commit_is_fenced(store: Store) -> None:
     """A writer that read version 1 while version 2 was committed elsewhere must lose, and the
     loser's reload must show version 2."""
-    await store.create_workflow(document(version=1))
-    assert await store.commit_workflow(document(version=2, correlation_id="first"), 1)
-    assert not await store.commit_workflow(document(version=2, correlation_id="late"), 1)
-    assert await store.commit_workflow(document(version=3, correlation_id="third"), 2)
+    await create(store, document(version=1))
+    assert await commit_one(store, document(version=2, correlation_id="first"), 1)
+    assert not await commit_one(store, document(version=2, correlation_id="late"), 1)
+    assert await commit_one(store, document(version=3, correlation_id="third"), 2)
     loaded = await store.load_workflow("wf-1")
     assert loaded is not None and (loaded.version, loaded.state.correlation_id) == (3, "third")
+
+
+async def test_group_commit_mixes_creates_updates_winners_and_losers(store: Store) -> None:
+    await create(store, document("a", version=1))
+    await create(store, document("b", version=1))
+    assert await commit_one(store, document("b", version=2, correlation_id="b2"), 1)
+    results = await store.commit_workflows(
+        [
+            Commit(document("a", version=2, correlation_id="a2"), 1, [task("ta", 1, "a")]),
+            Commit(document("b", version=2), 1, [task("tb", 1, "b")]),  # stale: b is at 2 already
+            Commit(document("c", version=1), 0, [task("tc", 1, "c")]),
+            Commit(document("a", version=1), 0),  # create of an existing workflow
+        ]
+    )
+    assert results == [True, False, True, False]
+    loaded = await store.load_workflows(["a", "b", "c", "zz"])
+    assert {k: v.version for k, v in loaded.items()} == {"a": 2, "b": 2, "c": 1}
+    assert loaded["a"].state.correlation_id == "a2" and loaded["b"].state.correlation_id == "b2"
+    # Task records are written before the commit point, losers' included (a retry rewrites them).
+    assert [t.task_id for t in await store.list_tasks("a")] == ["ta"]
+    assert [t.task_id for t in await store.list_tasks("c")] == ["tc"]
 
 
 async def test_outbox_mark_sent_and_sweep_queries(store: Store) -> None:
@@ -106,20 +132,27 @@ async def test_outbox_mark_sent_and_sweep_queries(store: Store) -> None:
         WorkflowEvent(id=f"e{i}", event="completed", workflow_id="wf-1", workflow_name="w", status="COMPLETED")
         for i in range(3)
     ]
-    doc.outbox_since = 500
-    await store.create_workflow(doc)
-    await store.create_workflow(document("stale", version=1))
+    doc.updated_at = 500
+    await create(store, doc)
+    await create(store, document("stale", version=1))
     done = document("done", version=1, status=WorkflowStatus.COMPLETED)
-    await store.create_workflow(done)
-    swept = await store.find_workflows_to_sweep(outbox_older_than=1000, running_stale_before=2000, limit=10)
-    assert sorted(swept) == ["stale", "wf-1"]
-    await store.mark_outbox_sent("wf-1", 0)  # a stale version's publisher changes nothing
+    await create(store, done)
+    assert await store.find_unpublished(older_than=1000, limit=10) == ["wf-1"]
+    assert await store.find_unpublished(older_than=400, limit=10) == []
+    assert sorted(await store.find_stale_running(before=2000, limit=10)) == ["stale", "wf-1"]
+    assert await store.find_stale_running(before=400, limit=10) == []
+    await store.mark_outboxes_sent([("wf-1", 0)])  # a stale version's publisher changes nothing
     loaded = await store.load_workflow("wf-1")
     assert loaded is not None and len(loaded.outbox) == 3
-    await store.mark_outbox_sent("wf-1", 1)
+    assert [m.id for m in loaded.outbox] == ["e0", "e1", "e2"]
+    await store.mark_outboxes_sent([("wf-1", 1)])
     loaded = await store.load_workflow("wf-1")
     assert loaded is not None and loaded.outbox == [] and loaded.version == 1
-    assert await store.find_workflows_to_sweep(outbox_older_than=1000, running_stale_before=0, limit=10) == []
+    assert await store.find_unpublished(older_than=1000, limit=10) == []
+    # A newer commit that carries no outbox leaves nothing to publish.
+    assert await commit_one(store, document(version=2), 1)
+    loaded = await store.load_workflow("wf-1")
+    assert loaded is not None and loaded.outbox == []
 
 
 async def test_task_records_upsert_idempotently(store: Store) -> None:

@@ -1,0 +1,213 @@
+"""Issue 2's end-to-end acceptance: separate processes on Kafka + a MongoDB-protocol server,
+with services killed by SIGKILL in the middle of the run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from shared.models.runtime import TaskStatus, WorkflowStatus
+from shared.ports.bus import Outgoing, Received
+from tests.e2e.cluster import Cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+PIPELINE = {
+    "name": "e2e_pipeline",
+    "version": 1,
+    "tasks": [
+        {"name": "e2e_add", "taskReferenceName": "add",
+         "inputParameters": {"n": "${workflow.input.n}", "add": "${workflow.input.add}"}},
+        {"name": "e2e_mul", "taskReferenceName": "mul", "inputParameters": {"n": "${add.output.n}", "by": 3}},
+        {"name": "e2e_fmt", "taskReferenceName": "fmt",
+         "inputParameters": {"n": "${mul.output.n}", "label": "wf-${workflow.input.label}"}},
+    ],
+    "outputParameters": {
+        "result": "${fmt.output.text}", "sum": "${add.output.n}", "product": "${mul.output.n}",
+        "id": "${workflow.workflowId}",
+    },
+}
+FLAKY = {
+    "name": "e2e_flaky_pipeline",
+    "tasks": [
+        {"name": "e2e_flaky", "taskReferenceName": "flaky", "inputParameters": {"n": "${workflow.input.n}"}},
+        {"name": "e2e_mul", "taskReferenceName": "mul", "inputParameters": {"n": "${flaky.output.n}", "by": 2}},
+    ],
+    "outputParameters": {"n": "${mul.output.n}", "attempt": "${flaky.output.attempt}"},
+}
+TASK_DEFS = [
+    {"name": "e2e_add", "retryCount": 0},
+    {"name": "e2e_mul", "retryCount": 0},
+    {"name": "e2e_fmt", "retryCount": 0},
+    {"name": "e2e_flaky", "retryCount": 2, "retryDelaySeconds": 3},
+]
+
+
+def expected_output(i: int, workflow_id: str) -> dict[str, Any]:
+    total = i + 2
+    return {"result": f"wf-L{i}={total * 3}", "sum": total, "product": total * 3, "id": workflow_id}
+
+
+async def start_pipelines(cluster: Cluster, count: int = 50) -> list[str]:
+    await cluster.register(*TASK_DEFS, PIPELINE)
+    ids = []
+    for i in range(count):
+        ids.append(
+            await cluster.client.start_workflow(
+                "e2e_pipeline", {"n": i, "add": 2, "label": f"L{i}"}, workflow_id=f"{cluster.topics.prefix}wf-{i}"
+            )
+        )
+    return ids
+
+
+async def assert_all_completed_exactly(cluster: Cluster, ids: list[str]) -> None:
+    documents = await cluster.wait_for(ids)
+    for i, workflow_id in enumerate(ids):
+        document = documents[workflow_id]
+        assert document.state.status is WorkflowStatus.COMPLETED, (workflow_id, document.state.reason_for_incompletion)
+        assert document.state.output == expected_output(i, workflow_id)
+        tasks = await cluster.store.list_tasks(workflow_id)
+        everything = [*tasks, *document.state.tasks.values()]
+        live = [t for t in everything if t.status in (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)]
+        assert live == [], f"{workflow_id} completed with live tasks {live}"
+        assert [t.reference_task_name for t in tasks if t.status is TaskStatus.COMPLETED] == ["add", "mul", "fmt"]
+
+
+async def wait_until_partly_done(cluster: Cluster, ids: list[str], at_least: int = 5) -> None:
+    for _ in range(600):
+        done = await cluster.count_completed(ids)
+        if done >= at_least:
+            assert done < len(ids), "everything finished before the kill: the test proves nothing"
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("no progress before the kill\n" + cluster.diagnostics())
+
+
+async def test_fifty_workflows_complete_with_exact_outputs(cluster: Cluster) -> None:
+    ids = await start_pipelines(cluster)
+    await assert_all_completed_exactly(cluster, ids)
+
+
+@pytest.mark.parametrize("victim", ["decider", "scheduler"])
+async def test_service_killed_mid_run_and_restarted(cluster: Cluster, victim: str) -> None:
+    ids = await start_pipelines(cluster)
+    await wait_until_partly_done(cluster, ids)
+    cluster[victim].kill()
+    await asyncio.sleep(1)
+    cluster[victim].start()
+    await assert_all_completed_exactly(cluster, ids)
+
+
+async def test_timer_killed_while_retry_timers_pending(cluster: Cluster) -> None:
+    await cluster.register(*TASK_DEFS, FLAKY)
+    ids = [
+        await cluster.client.start_workflow("e2e_flaky_pipeline", {"n": i}, workflow_id=f"{cluster.topics.prefix}f-{i}")
+        for i in range(20)
+    ]
+
+    async def retries_pending() -> int:
+        pending = 0
+        for workflow_id in ids:
+            document = await cluster.store.load_workflow(workflow_id)
+            pending += bool(document and document.state.timers)
+        return pending
+
+    for _ in range(600):
+        if await retries_pending() >= 5:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("no retry timer became pending\n" + cluster.diagnostics())
+    cluster["timer"].kill()
+    await asyncio.sleep(2)
+    cluster["timer"].start()
+    documents = await cluster.wait_for(ids)
+    for i, workflow_id in enumerate(ids):
+        state = documents[workflow_id].state
+        assert state.status is WorkflowStatus.COMPLETED, state.reason_for_incompletion
+        assert state.output == {"n": (i + 1) * 2, "attempt": 1}
+        attempts = [t for t in await cluster.store.list_tasks(workflow_id) if t.reference_task_name == "flaky"]
+        assert [(t.retry_count, t.status) for t in attempts] == [(0, TaskStatus.FAILED), (1, TaskStatus.COMPLETED)]
+        assert attempts[1].retried_task_id == attempts[0].task_id
+
+
+async def test_wait_task_completed_by_kafka_signal(cluster: Cluster) -> None:
+    await cluster.register(
+        *TASK_DEFS,
+        {
+            "name": "e2e_approval",
+            "tasks": [
+                {"name": "approve", "taskReferenceName": "approval", "type": "WAIT"},
+                {"name": "e2e_fmt", "taskReferenceName": "fmt",
+                 "inputParameters": {"n": "${approval.output.amount}", "label": "${approval.output.by}"}},
+            ],
+            "outputParameters": {"text": "${fmt.output.text}", "approvedBy": "${approval.output.by}"},
+        },
+    )
+    workflow_id = await cluster.client.start_workflow("e2e_approval", {}, workflow_id=f"{cluster.topics.prefix}approval")
+
+    def waiting(document: Any) -> bool:
+        task = document.state.tasks.get("approval")
+        return task is not None and task.status is TaskStatus.IN_PROGRESS
+
+    await cluster.wait_for([workflow_id], done=waiting)
+    await cluster.client.signal(workflow_id, "approval", {"by": "ann", "amount": 42})
+    document = (await cluster.wait_for([workflow_id]))[workflow_id]
+    assert document.state.status is WorkflowStatus.COMPLETED
+    assert document.state.tasks["approval"].output_data == {"by": "ann", "amount": 42}
+    assert document.state.tasks["fmt"].input_data == {"n": 42, "label": "ann"}
+    assert document.state.output == {"text": "ann=42", "approvedBy": "ann"}
+
+
+async def test_malformed_start_events_are_dead_lettered_and_partition_moves_on(cluster: Cluster) -> None:
+    await cluster.register(*TASK_DEFS, PIPELINE)
+    letters: list[dict[str, Any]] = []
+
+    async def collect(batch: list[Received]) -> None:
+        letters.extend(json.loads(m.value) for m in batch)
+
+    from shared.adapters.kafka_bus import KafkaBus
+
+    listener = KafkaBus(cluster.env["CAIRN_KAFKA_BOOTSTRAP"], client_id="dlq-listener")
+    listener.subscribe([cluster.topics.dead_letter], "dlq-listener", collect)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        key = "same-partition"
+        await cluster.bus.publish(
+            [
+                Outgoing(cluster.topics.workflow_start, b"\x00 not json at all", key),
+                Outgoing(cluster.topics.workflow_start, json.dumps({"type": "start_workflow", "id": "m1"}).encode(), key),
+                Outgoing(cluster.topics.workflow_start, json.dumps({"hello": "world"}).encode(), key),
+            ]
+        )
+        good = await cluster.client.start_workflow(
+            "e2e_pipeline", {"n": 1, "add": 2, "label": "L1"}, workflow_id=key
+        )
+        document = (await cluster.wait_for([good]))[good]
+        assert document.state.output == expected_output(1, key)
+        for _ in range(300):
+            if len(letters) >= 3:
+                break
+            await asyncio.sleep(0.1)
+        reasons = sorted(letter["reason"] for letter in letters)
+        assert len(reasons) == 3, reasons
+        assert reasons[0].startswith("not JSON")
+        assert all(r.startswith("schema violation") for r in reasons[1:])
+        assert any("workflowId" in r for r in reasons[1:])
+        assert {letter["topic"] for letter in letters} == {cluster.topics.workflow_start}
+    finally:
+        await listener.stop()
+
+
+async def test_unregistered_workflow_gets_clear_failed_status(cluster: Cluster) -> None:
+    workflow_id = await cluster.client.start_workflow("no_such_workflow", {"x": 1}, workflow_id=f"{cluster.topics.prefix}nope")
+    document = (await cluster.wait_for([workflow_id]))[workflow_id]
+    assert document.state.status is WorkflowStatus.FAILED
+    assert document.state.reason_for_incompletion == "workflow definition 'no_such_workflow' (any version) is not registered"
+    # The decider is still healthy: a registered workflow runs afterwards.
+    ids = await start_pipelines(cluster, count=1)
+    await assert_all_completed_exactly(cluster, ids)
+    assert cluster["decider"].alive()
