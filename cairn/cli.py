@@ -19,7 +19,9 @@ from shared.config import CairnSettings
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
 from shared.models.definitions import TaskDef, WorkflowDef
 
-app = typer.Typer(help="Cairn: durable workflows on Kafka + MongoDB.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Cairn: durable workflows on Kafka + MongoDB.", no_args_is_help=True, add_completion=False
+)
 def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_help=True)
 app.add_typer(def_app, name="def")
 console = Console()
@@ -45,7 +47,7 @@ def _json_arg(text: str, what: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        _fail(f"{what} is not valid JSON: {error}", f"example: {what} '{{\"key\": \"value\"}}'")
+        _fail(f"{what} is not valid JSON: {error}", f'example: {what} \'{{"key": "value"}}\'')
     if not isinstance(value, dict):
         _fail(f"{what} must be a JSON object, got {type(value).__name__}")
     return value
@@ -54,7 +56,7 @@ def _json_arg(text: str, what: str) -> dict[str, Any]:
 def _when(ms: int) -> str:
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 @app.command()
@@ -71,7 +73,9 @@ def run(service: Annotated[str, typer.Argument(help="decider | scheduler | timer
 @app.command("worker")
 def worker_command(
     target: Annotated[str, typer.Argument(help="module or module:attr holding @worker functions")],
-    concurrency: Annotated[int | None, typer.Option(help="Tasks run at once (CAIRN_WORKER_CONCURRENCY).")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Tasks run at once (CAIRN_WORKER_CONCURRENCY).")
+    ] = None,
 ) -> None:
     """Run the @worker functions of a module against Kafka."""
     from cairn.worker import WorkerRunner, registered_workers
@@ -195,7 +199,9 @@ def _client_call(action: Callable[[Any], Awaitable[T]]) -> T:
 def start(
     name: str,
     input: Annotated[str, typer.Option("--input", "-i", help="Workflow input as a JSON object.")] = "{}",
-    workflow_id: Annotated[str | None, typer.Option("--id", help="Workflow id (default: a new UUID).")] = None,
+    workflow_id: Annotated[
+        str | None, typer.Option("--id", help="Workflow id (default: a new UUID).")
+    ] = None,
     version: Annotated[int | None, typer.Option(help="Definition version (default: latest).")] = None,
     correlation_id: Annotated[str | None, typer.Option("--correlation-id")] = None,
     as_json: JsonOption = False,
@@ -218,7 +224,9 @@ def signal(
     workflow_id: str,
     task_ref: str,
     data: Annotated[str, typer.Option("--data", "-d", help="Task output as a JSON object.")] = "{}",
-    status: Annotated[str, typer.Option(help="COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")] = "COMPLETED",
+    status: Annotated[
+        str, typer.Option(help="COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")
+    ] = "COMPLETED",
 ) -> None:
     """Complete (or fail) a WAIT task by its reference name."""
     from shared.models.runtime import TaskStatus
@@ -240,8 +248,14 @@ def terminate(workflow_id: str, reason: Annotated[str | None, typer.Option()] = 
 
 
 STATUS_STYLE = {
-    "COMPLETED": "green", "RUNNING": "cyan", "SCHEDULED": "cyan", "IN_PROGRESS": "yellow",
-    "FAILED": "red", "FAILED_WITH_TERMINAL_ERROR": "red", "TERMINATED": "magenta", "CANCELED": "magenta",
+    "COMPLETED": "green",
+    "RUNNING": "cyan",
+    "SCHEDULED": "cyan",
+    "IN_PROGRESS": "yellow",
+    "FAILED": "red",
+    "FAILED_WITH_TERMINAL_ERROR": "red",
+    "TERMINATED": "magenta",
+    "CANCELED": "magenta",
 }
 
 
@@ -289,7 +303,74 @@ def status(workflow_id: str, as_json: JsonOption = False) -> None:
     table = Table("seq", "ref", "type", "status", "attempt", "output", "updated")
     for task in history:
         table.add_row(
-            str(task.seq), task.reference_task_name, task.task_type, _styled(task.status.value),
-            str(task.retry_count), json.dumps(task.output_data)[:60], _when(task.update_time),
+            str(task.seq),
+            task.reference_task_name,
+            task.task_type,
+            _styled(task.status.value),
+            str(task.retry_count),
+            json.dumps(task.output_data)[:60],
+            _when(task.update_time),
         )
     console.print(table)
+
+
+@app.command()
+def watch(
+    workflow_ids: Annotated[list[str], typer.Argument(help="Workflow ids to follow.")],
+    within: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 120.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Follow workflows until they finish: a progress bar, then a table of outcomes."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from services.common import mongo_store
+
+    async def follow() -> dict[str, Any]:
+        store = await mongo_store(CairnSettings())
+        finished: dict[str, Any] = {}
+        deadline = time.monotonic() + within
+        try:
+            with Progress(
+                TextColumn("[bold]workflows"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                disable=as_json,
+            ) as progress:
+                bar = progress.add_task("run", total=len(workflow_ids))
+                while len(finished) < len(workflow_ids) and time.monotonic() < deadline:
+                    pending = [wid for wid in workflow_ids if wid not in finished]
+                    for wid, document in (await store.load_workflows(pending)).items():
+                        if document.state.status.is_terminal:
+                            finished[wid] = document.state
+                    progress.update(bar, completed=len(finished))
+                    if len(finished) < len(workflow_ids):
+                        await asyncio.sleep(0.3)
+            return finished
+        finally:
+            await store.close()
+
+    finished = _run(follow)
+    missing = [wid for wid in workflow_ids if wid not in finished]
+    if as_json:
+        print(
+            json.dumps(
+                {wid: state.to_json_dict() for wid, state in finished.items()} | {"unfinished": missing}
+            )
+        )
+    else:
+        table = Table("workflow", "status", "took", "output / reason")
+        for wid, state in finished.items():
+            detail = json.dumps(state.output) if state.status.is_successful else state.reason_for_incompletion
+            table.add_row(
+                wid,
+                _styled(state.status.value),
+                f"{(state.end_time - state.create_time) / 1000:.2f}s",
+                detail,
+            )
+        console.print(table)
+    if missing:
+        _fail(f"{len(missing)} workflow(s) still running after {within:.0f}s: {', '.join(missing)}")

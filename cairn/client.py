@@ -60,8 +60,12 @@ class CairnClient:
             status=status,
             output=output or {},
         )
-        await self.bus.publish([outgoing(self.topics.workflow_signal, message, workflow_id, telemetry.inject())])
+        await self.bus.publish(
+            [outgoing(self.topics.workflow_signal, message, workflow_id, telemetry.inject())]
+        )
 
     async def terminate(self, workflow_id: str, reason: str | None = None) -> None:
         message = TerminateWorkflow(id=f"terminate:{uuid.uuid4()}", workflow_id=workflow_id, reason=reason)
-        await self.bus.publish([outgoing(self.topics.workflow_command, message, workflow_id, telemetry.inject())])
+        await self.bus.publish(
+            [outgoing(self.topics.workflow_command, message, workflow_id, telemetry.inject())]
+        )

@@ -69,7 +69,9 @@ def registered_workers() -> list[WorkerSpec]:
 async def execute(spec: WorkerSpec, task: TaskMessage, worker_id: str) -> TaskResult:
     """Run one task execution and turn its outcome into a TaskResult."""
     args: tuple[Any, ...] = (task.input_data, task) if spec.wants_task else (task.input_data,)
-    status, output, reason = TaskStatus.COMPLETED, {}, None
+    status: TaskStatus = TaskStatus.COMPLETED
+    output: dict[str, Any] = {}
+    reason: str | None = None
     try:
         value = spec.function(*args)
         if inspect.isawaitable(value):
@@ -147,7 +149,13 @@ class WorkerRunner:
                 result = await execute(spec, task, self.worker_id)
                 headers = telemetry.inject()
         if result.status is not TaskStatus.COMPLETED:
-            log.info("task %s (%s) %s: %s", task.task_id, spec.task_type, result.status, result.reason_for_incompletion)
+            log.info(
+                "task %s (%s) %s: %s",
+                task.task_id,
+                spec.task_type,
+                result.status,
+                result.reason_for_incompletion,
+            )
         return outgoing(self.topics.task_result, result, task.workflow_instance_id, headers)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -15,9 +15,7 @@ log = logging.getLogger("cairn")
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("aiokafka", "faststream", "pymongo"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

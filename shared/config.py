@@ -31,9 +31,13 @@ class CairnSettings(BaseSettings):
         60.0, description="Seconds between scans for stale RUNNING workflows (a full scan on some servers)."
     )
     timer_poll_interval_s: float = Field(0.1, description="How often the timer service scans for due timers.")
-    timer_lease_s: float = Field(30.0, description="How long a claimed timer is held before another replica may fire it.")
+    timer_lease_s: float = Field(
+        30.0, description="How long a claimed timer is held before another replica may fire it."
+    )
     worker_concurrency: int = Field(10, description="Tasks a worker process runs at once.")
-    otlp_endpoint: str | None = Field(None, description="OTLP/HTTP endpoint; tracing export is off when unset.")
+    otlp_endpoint: str | None = Field(
+        None, description="OTLP/HTTP endpoint; tracing export is off when unset."
+    )
     log_level: str = Field("INFO", description="Python logging level.")
 
     @property

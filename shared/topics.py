@@ -58,15 +58,24 @@ class Topics:
     @property
     def decider_inbound(self) -> list[str]:
         return [
-            self.workflow_start, self.workflow_signal, self.workflow_command,
-            self.task_result, self.timer_fired, self.decide_request,
+            self.workflow_start,
+            self.workflow_signal,
+            self.workflow_command,
+            self.task_result,
+            self.timer_fired,
+            self.decide_request,
         ]
 
     @property
     def fixed(self) -> list[str]:
         """Every topic whose name does not depend on a task type."""
-        return [*self.decider_inbound, self.workflow_events, self.task_dispatch,
-                self.timer_request, self.dead_letter]
+        return [
+            *self.decider_inbound,
+            self.workflow_events,
+            self.task_dispatch,
+            self.timer_request,
+            self.dead_letter,
+        ]
 
     def for_outbox(self, message: OutboxMessage) -> str:
         match message:

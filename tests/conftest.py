@@ -20,7 +20,7 @@ def _require(variable: str, what: str) -> str:
     value = os.environ.get(variable)
     if value:
         return value
-    message = f"{what} needed: set {variable} (eval \"$(bash deploy/local/up.sh)\")"
+    message = f'{what} needed: set {variable} (eval "$(bash deploy/local/up.sh)")'
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(message)

@@ -19,7 +19,13 @@ from shared.core.validation import DefinitionError, validate_workflow_def
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.definitions import WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
-from shared.models.messages import DECIDER_INBOUND, DeciderInbound, StartWorkflow, WorkflowEvent, workflow_id_of
+from shared.models.messages import (
+    DECIDER_INBOUND,
+    DeciderInbound,
+    StartWorkflow,
+    WorkflowEvent,
+    workflow_id_of,
+)
 from shared.models.runtime import WorkflowState, WorkflowStatus
 from shared.ports.bus import Bus, Outgoing, Received
 from shared.ports.store import Commit, Store
@@ -82,7 +88,9 @@ class DeciderHandler:
         await self.bus.publish(dead)
         log.debug(
             "batch of %d messages for %d workflows in %.1f ms",
-            len(batch), len(groups), (time.perf_counter() - started) * 1000,
+            len(batch),
+            len(groups),
+            (time.perf_counter() - started) * 1000,
         )
 
     async def _decide_and_commit(self, groups: dict[str, list[_Item]], dead: list[Outgoing]) -> list[str]:
@@ -114,7 +122,13 @@ class DeciderHandler:
             if ok:
                 plan.publish = plan.commit.document  # type: ignore[union-attr]
         await self._publish([plan for plan in plans if plan.publish is not None and plan.publish.outbox])
-        log.debug("TIMING load %.1f plan %.1f commit %.1f publish %.1f", (t1-t0)*1e3, (t2-t1)*1e3, (t3-t2)*1e3, (time.perf_counter()-t3)*1e3)
+        log.debug(
+            "TIMING load %.1f plan %.1f commit %.1f publish %.1f",
+            (t1 - t0) * 1e3,
+            (t2 - t1) * 1e3,
+            (t3 - t2) * 1e3,
+            (time.perf_counter() - t3) * 1e3,
+        )
         return lost
 
     async def _plan(
@@ -131,17 +145,23 @@ class DeciderHandler:
         ) as span:
             plan = _Plan(workflow_id, headers=telemetry.inject())
             exists = document is not None
-            events = [item.message for item in items if document is None or item.message.id not in document.inbox]
+            events = [
+                item.message for item in items if document is None or item.message.id not in document.inbox
+            ]
             if document is None:
                 start = next((event for event in events if isinstance(event, StartWorkflow)), None)
                 if start is None:
                     reason = f"workflow {workflow_id!r} does not exist"
-                    plan.dead = [dead_letter(item.received, reason, self.topics.dead_letter) for item in items]
+                    plan.dead = [
+                        dead_letter(item.received, reason, self.topics.dead_letter) for item in items
+                    ]
                     return plan
                 key = (start.name, start.version)
                 if key not in definitions:
                     definitions[key] = await self._snapshot(start.name, start.version)
-                traceparent = next((i.received.headers.get("traceparent") for i in items if i.message is start), None)
+                traceparent = next(
+                    (i.received.headers.get("traceparent") for i in items if i.message is start), None
+                )
                 document = self._new_document(start, definitions[key], now, traceparent)
                 if document.definition is None:  # rejected start: record why, tell listeners
                     plan.commit = Commit(document, 0)
@@ -183,7 +203,11 @@ class DeciderHandler:
             return plan
 
     def _new_document(
-        self, start: StartWorkflow, snapshot: tuple[WorkflowDef | None, str], now: int, traceparent: str | None
+        self,
+        start: StartWorkflow,
+        snapshot: tuple[WorkflowDef | None, str],
+        now: int,
+        traceparent: str | None,
     ) -> WorkflowDocument:
         """A version-0 document for a start event: the definition snapshot, or a rejection."""
         definition, problem = snapshot
@@ -235,7 +259,9 @@ class DeciderHandler:
             which = f"version {version}" if version is not None else "any version"
             return None, f"workflow definition {name!r} ({which}) is not registered"
         snapshot = definition.model_copy(deep=True)
-        simple = [node for node in snapshot.all_tasks() if node.type == "SIMPLE" and node.task_definition is None]
+        simple = [
+            node for node in snapshot.all_tasks() if node.type == "SIMPLE" and node.task_definition is None
+        ]
         task_defs = await self.store.get_task_defs(sorted({node.name for node in simple}))
         for node in simple:
             node.task_definition = task_defs.get(node.name)
@@ -258,7 +284,10 @@ class DeciderHandler:
             )
         with tracer.start_as_current_span(
             "cairn.publish",
-            attributes={"cairn.workflow_ids": [plan.workflow_id for plan in plans], "cairn.messages": len(messages)},
+            attributes={
+                "cairn.workflow_ids": [plan.workflow_id for plan in plans],
+                "cairn.messages": len(messages),
+            },
         ):
             await self.bus.publish(messages)
         await self.store.mark_outboxes_sent([(plan.workflow_id, plan.publish.version) for plan in plans])  # type: ignore[union-attr]

@@ -13,6 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from pydantic import TypeAdapter
+
 from shared import telemetry
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.documents import TimerRecord
@@ -20,8 +22,6 @@ from shared.models.messages import TimerFired, TimerRequest
 from shared.ports.bus import Bus, Outgoing, Received
 from shared.ports.store import Store
 from shared.topics import Topics
-
-from pydantic import TypeAdapter
 
 log = logging.getLogger(__name__)
 tracer = telemetry.tracer("cairn.timer")
@@ -50,7 +50,9 @@ class TimerHandler:
                 continue
             if request.action == "arm":
                 await self.store.upsert_timer(
-                    TimerRecord(timer_id=request.timer_id, workflow_id=request.workflow_id, fire_at=request.fire_at)
+                    TimerRecord(
+                        timer_id=request.timer_id, workflow_id=request.workflow_id, fire_at=request.fire_at
+                    )
                 )
             else:
                 cancels.append(request.timer_id)
@@ -68,7 +70,11 @@ class TimerHandler:
                 [
                     outgoing(
                         self.topics.timer_fired,
-                        TimerFired(id=f"{timer.timer_id}:fired", workflow_id=timer.workflow_id, timer_id=timer.timer_id),
+                        TimerFired(
+                            id=f"{timer.timer_id}:fired",
+                            workflow_id=timer.workflow_id,
+                            timer_id=timer.timer_id,
+                        ),
                         timer.workflow_id,
                         headers,
                     )

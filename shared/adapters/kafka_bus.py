@@ -125,7 +125,7 @@ class KafkaBus:
             )
             for message in messages
         ]
-        await asyncio.gather(*futures)  # type: ignore[arg-type]
+        await asyncio.gather(*futures)
 
     async def ensure_topics(self, topics: Sequence[str]) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
@@ -136,7 +136,10 @@ class KafkaBus:
             if missing:
                 try:
                     await admin.create_topics(
-                        [NewTopic(name, num_partitions=self._partitions, replication_factor=1) for name in missing]
+                        [
+                            NewTopic(name, num_partitions=self._partitions, replication_factor=1)
+                            for name in missing
+                        ]
                     )
                 except TopicAlreadyExistsError:
                     pass

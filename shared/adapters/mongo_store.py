@@ -151,7 +151,11 @@ class MongoStore:
         # (any other filter, `$in` included, scans the collection).
         found_raw = await asyncio.gather(*(self._workflows.find_one({"_id": wid}) for wid in workflow_ids))
         raw = {data["_id"]: data for data in found_raw if data is not None}
-        markers = [_marker_id(workflow_id, data["version"]) for workflow_id, data in raw.items() if data.get("outbox")]
+        markers = [
+            _marker_id(workflow_id, data["version"])
+            for workflow_id, data in raw.items()
+            if data.get("outbox")
+        ]
         unsent = {m["_id"] async for m in self._outbox_pending.find({"_id": {"$in": markers}}, {"_id": 1})}
         found: dict[str, WorkflowDocument] = {}
         for workflow_id, data in raw.items():
@@ -174,7 +178,9 @@ class MongoStore:
         creates = [i for i, commit in enumerate(commits) if commit.expected_version == 0]
         updates = [i for i, commit in enumerate(commits) if commit.expected_version > 0]
         await self._mark_unsent([commits[i].document for i in range(len(commits))])
-        for i, ok in zip(creates, await _insert_all(self._workflows, [data[i] for i in creates]), strict=True):
+        for i, ok in zip(
+            creates, await _insert_all(self._workflows, [data[i] for i in creates]), strict=True
+        ):
             won[i] = ok
         records = [{**data[i], "_id": _marker_id(data[i]["_id"], data[i]["version"])} for i in updates]
         inserted = await _insert_all(self._commits, records)

@@ -174,7 +174,9 @@ class _DecisionRun:
             self.notes.append(f"signal for {signal.task_ref_name} ignored: no task waiting under that name")
             return
         if not self.registry.get(task.kind).accepts_signals:
-            self.notes.append(f"signal for {signal.task_ref_name} ignored: {task.kind} tasks take results, not signals")
+            self.notes.append(
+                f"signal for {signal.task_ref_name} ignored: {task.kind} tasks take results, not signals"
+            )
             return
         task.output_data = dict(signal.output)
         if signal.status is TaskStatus.COMPLETED:
@@ -182,7 +184,9 @@ class _DecisionRun:
         elif signal.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR):
             self._on_task_failed(task, signal.status, signal.output.get("reason") or "failed by signal")
         else:
-            self.notes.append(f"signal for {signal.task_ref_name} ignored: status {signal.status} not allowed")
+            self.notes.append(
+                f"signal for {signal.task_ref_name} ignored: status {signal.status} not allowed"
+            )
 
     def _on_timer_fired(self, fired: TimerFired) -> None:
         timer = self.state.timers.pop(fired.timer_id, None)
@@ -365,7 +369,7 @@ class _DecisionRun:
         self.ctx.outbox.append(
             WorkflowEvent(
                 id=f"{state.workflow_id}:{event}",
-                event=event,  # type: ignore[arg-type]
+                event=event,
                 workflow_id=state.workflow_id,
                 workflow_name=state.workflow_name,
                 status=status.value,

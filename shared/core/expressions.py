@@ -29,7 +29,7 @@ def resolve_path(path: str, context: Mapping[str, Any]) -> Any:
     if not expression.startswith("$"):
         expression = "$." + expression
     try:
-        matches = jsonpath.findall(expression, context)  # type: ignore[arg-type]
+        matches = jsonpath.findall(expression, context)
     except Exception:  # a malformed path behaves like a missing one in Conductor
         return None
     if not matches:

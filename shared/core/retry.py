@@ -6,8 +6,8 @@ from shared.models.definitions import RetryLogic, TaskDef
 def retry_delay_seconds(task_def: TaskDef, retry_count: int) -> int:
     """Delay before attempt `retry_count` (1 for the first retry).
 
-    FIXED: retryDelaySeconds. EXPONENTIAL_BACKOFF: retryDelaySeconds × 2^(retry_count-1).
-    LINEAR_BACKOFF: retryDelaySeconds × backoffScaleFactor × retry_count. Capped by
+    FIXED: retryDelaySeconds. EXPONENTIAL_BACKOFF: retryDelaySeconds * 2^(retry_count-1).
+    LINEAR_BACKOFF: retryDelaySeconds * backoffScaleFactor * retry_count. Capped by
     maxRetryDelaySeconds when set.
     """
     base = task_def.retry_delay_seconds

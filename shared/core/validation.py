@@ -88,16 +88,17 @@ def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, st
     return [(f"{prefix}{name}", _NOT_YET) for name, used in checks if used]
 
 
-def _task_problems(
-    node: WorkflowTask, path: str, registry: TaskTypeRegistry
-) -> list[tuple[str, str]]:
+def _task_problems(node: WorkflowTask, path: str, registry: TaskTypeRegistry) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if node.type not in CONDUCTOR_TASK_TYPES:
         problems.append((f"{path}.type", f"unknown task type {node.type!r}"))
     elif not registry.supports(node.type):
         supported = ", ".join(registry.names())
         problems.append(
-            (f"{path}.type", f"task type {node.type!r} is not supported by Cairn yet (supported: {supported})")
+            (
+                f"{path}.type",
+                f"task type {node.type!r} is not supported by Cairn yet (supported: {supported})",
+            )
         )
     checks: list[tuple[str, bool]] = [
         ("startDelay", node.start_delay != 0),

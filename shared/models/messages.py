@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from shared.models.runtime import TaskStatus
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class Envelope(BaseModel):

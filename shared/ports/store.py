@@ -1,8 +1,9 @@
 """The store port. Adapters: MongoDB (production), SQLite (embedded, issue 3).
 
 No multi-document transactions: the commit point of a decision is one conditional write of the
-workflow document by version (`commit_workflows` does many such commits in one group). Everything else is idempotent under
-deterministic ids, so a retried decision overwrites what a failed one left behind.
+workflow document by version (`commit_workflows` does many such commits in one group).
+Everything else is idempotent under deterministic ids, so a retried decision overwrites
+what a failed one left behind.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Commit:
     tasks: Sequence[TaskState] = ()
 
 
-async def commit_one(store: "Store", document: WorkflowDocument, expected_version: int) -> bool:
+async def commit_one(store: Store, document: WorkflowDocument, expected_version: int) -> bool:
     [won] = await store.commit_workflows([Commit(document, expected_version)])
     return won
 
@@ -89,6 +90,7 @@ class Store(Protocol):
     async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
         """Write task records (history: executions in a terminal state) under their ids."""
         ...
+
     async def get_task(self, task_id: str) -> TaskState | None: ...
     async def list_tasks(self, workflow_id: str) -> list[TaskState]:
         """Every execution of the workflow (retries included), in scheduling order."""

@@ -39,8 +39,8 @@ async def buses(make_bus: Callable[[], Bus]) -> AsyncIterator[list[Bus]]:
         await bus.stop()
 
 
-async def eventually(check: Callable[[], bool], timeout: float = 45.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+async def eventually(check: Callable[[], bool], within_s: float = 45.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within_s
     while not check():
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
@@ -51,7 +51,9 @@ def msg(topic: str, key: str, n: int) -> Outgoing:
     return Outgoing(topic=topic, key=key, value=json.dumps({"key": key, "n": n}).encode())
 
 
-async def test_per_key_order_and_all_delivered(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics) -> None:
+async def test_per_key_order_and_all_delivered(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+) -> None:
     topic = topics.task_result
     producer = make_bus()
     buses.append(producer)
@@ -73,7 +75,9 @@ async def test_per_key_order_and_all_delivered(make_bus: Callable[[], Bus], buse
     assert sorted(n for _, n in seen) == list(range(300))
 
 
-async def test_failed_handler_batch_is_redelivered(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics) -> None:
+async def test_failed_handler_batch_is_redelivered(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+) -> None:
     topic = topics.task_result
     producer = make_bus()
     buses.append(producer)
@@ -125,7 +129,9 @@ async def test_two_consumers_of_a_group_share_partitions(
     assert not set(got["a"]) & set(got["b"]), "a message went to both members"
 
 
-async def test_other_group_gets_everything_too(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics) -> None:
+async def test_other_group_gets_everything_too(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+) -> None:
     topic = topics.task_result
     producer = make_bus()
     buses.append(producer)
@@ -192,7 +198,7 @@ async def test_messages_of_a_killed_consumer_are_redelivered(
     buses.append(survivor)
     survivor.subscribe([topic], "g-crash", handler)
     await survivor.start()
-    await eventually(lambda: seen == set(range(10)), timeout=90)
+    await eventually(lambda: seen == set(range(10)), within_s=90)
 
 
 async def test_poison_goes_to_dead_letter_and_next_message_is_processed(

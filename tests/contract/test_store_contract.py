@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 
 from shared.models.definitions import TaskDef, WorkflowDef
@@ -34,17 +35,28 @@ async def create(store: Store, doc: WorkflowDocument) -> bool:
     return await commit_one(store, doc, 0)
 
 
-def task(task_id: str, seq: int, workflow_id: str = "wf-1", status: TaskStatus = TaskStatus.SCHEDULED) -> TaskState:
+def task(
+    task_id: str, seq: int, workflow_id: str = "wf-1", status: TaskStatus = TaskStatus.SCHEDULED
+) -> TaskState:
     return TaskState(
-        task_id=task_id, task_type="t", kind="SIMPLE", task_def_name="t", reference_task_name=f"r{seq}",
-        workflow_instance_id=workflow_id, workflow_type="w", status=status, seq=seq,
+        task_id=task_id,
+        task_type="t",
+        kind="SIMPLE",
+        task_def_name="t",
+        reference_task_name=f"r{seq}",
+        workflow_instance_id=workflow_id,
+        workflow_type="w",
+        status=status,
+        seq=seq,
     )
 
 
 async def test_definitions_latest_and_by_version(store: Store) -> None:
     for version in (1, 3, 2):
         await store.put_workflow_def(
-            WorkflowDef.model_validate({"name": "w", "version": version, "tasks": [{"name": "a", "taskReferenceName": "a"}]})
+            WorkflowDef.model_validate(
+                {"name": "w", "version": version, "tasks": [{"name": "a", "taskReferenceName": "a"}]}
+            )
         )
     latest = await store.get_workflow_def("w")
     assert latest is not None and latest.version == 3
@@ -61,7 +73,9 @@ async def test_definitions_latest_and_by_version(store: Store) -> None:
 
 async def test_create_is_exclusive_and_roundtrips(store: Store) -> None:
     doc = document(input={"x": [1, {"y": None}]})
-    doc.outbox.append(WorkflowEvent(id="e1", event="completed", workflow_id="wf-1", workflow_name="w", status="COMPLETED"))
+    doc.outbox.append(
+        WorkflowEvent(id="e1", event="completed", workflow_id="wf-1", workflow_name="w", status="COMPLETED")
+    )
     assert await create(store, doc)
     assert not await create(store, document())
     loaded = await store.load_workflow("wf-1")
@@ -129,7 +143,9 @@ async def test_group_commit_mixes_creates_updates_winners_and_losers(store: Stor
 async def test_outbox_mark_sent_and_sweep_queries(store: Store) -> None:
     doc = document(version=1)
     doc.outbox = [
-        WorkflowEvent(id=f"e{i}", event="completed", workflow_id="wf-1", workflow_name="w", status="COMPLETED")
+        WorkflowEvent(
+            id=f"e{i}", event="completed", workflow_id="wf-1", workflow_name="w", status="COMPLETED"
+        )
         for i in range(3)
     ]
     doc.updated_at = 500
@@ -160,7 +176,10 @@ async def test_task_records_upsert_idempotently(store: Store) -> None:
     await store.upsert_tasks([task("t1", 1, status=TaskStatus.COMPLETED)])
     await store.upsert_tasks([task("o1", 1, workflow_id="other")])
     listed = await store.list_tasks("wf-1")
-    assert [(t.task_id, t.status) for t in listed] == [("t1", TaskStatus.COMPLETED), ("t2", TaskStatus.SCHEDULED)]
+    assert [(t.task_id, t.status) for t in listed] == [
+        ("t1", TaskStatus.COMPLETED),
+        ("t2", TaskStatus.SCHEDULED),
+    ]
     assert (await store.get_task("t2")) == task("t2", 2)
     assert await store.get_task("nope") is None
 

@@ -119,9 +119,9 @@ class Cluster:
         self,
         workflow_ids: list[str],
         done: Callable[[WorkflowDocument], bool] = lambda d: d.state.status.is_terminal,
-        timeout: float = 180,
+        within_s: float = 180,
     ) -> dict[str, WorkflowDocument]:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within_s
         found: dict[str, WorkflowDocument] = {}
         while True:
             pending = [wf for wf in workflow_ids if wf not in found]
@@ -132,7 +132,8 @@ class Cluster:
                 return found
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"{len(workflow_ids) - len(found)} of {len(workflow_ids)} workflows not done\n" + self.diagnostics()
+                    f"{len(workflow_ids) - len(found)} of {len(workflow_ids)} workflows not done\n"
+                    + self.diagnostics()
                 )
             await asyncio.sleep(0.5)
 

@@ -7,7 +7,9 @@ from tests.e2e.cluster import Cluster
 
 
 @pytest.fixture
-async def cluster(kafka_bootstrap: str, mongo_url: str, unique: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+async def cluster(
+    kafka_bootstrap: str, mongo_url: str, unique: str, tmp_path: Path
+) -> AsyncIterator[Cluster]:
     cluster = Cluster(kafka_bootstrap, mongo_url, unique, tmp_path)
     await cluster.start()
     yield cluster

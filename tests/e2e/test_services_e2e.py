@@ -19,14 +19,22 @@ PIPELINE = {
     "name": "e2e_pipeline",
     "version": 1,
     "tasks": [
-        {"name": "e2e_add", "taskReferenceName": "add",
-         "inputParameters": {"n": "${workflow.input.n}", "add": "${workflow.input.add}"}},
+        {
+            "name": "e2e_add",
+            "taskReferenceName": "add",
+            "inputParameters": {"n": "${workflow.input.n}", "add": "${workflow.input.add}"},
+        },
         {"name": "e2e_mul", "taskReferenceName": "mul", "inputParameters": {"n": "${add.output.n}", "by": 3}},
-        {"name": "e2e_fmt", "taskReferenceName": "fmt",
-         "inputParameters": {"n": "${mul.output.n}", "label": "wf-${workflow.input.label}"}},
+        {
+            "name": "e2e_fmt",
+            "taskReferenceName": "fmt",
+            "inputParameters": {"n": "${mul.output.n}", "label": "wf-${workflow.input.label}"},
+        },
     ],
     "outputParameters": {
-        "result": "${fmt.output.text}", "sum": "${add.output.n}", "product": "${mul.output.n}",
+        "result": "${fmt.output.text}",
+        "sum": "${add.output.n}",
+        "product": "${mul.output.n}",
         "id": "${workflow.workflowId}",
     },
 }
@@ -34,7 +42,11 @@ FLAKY = {
     "name": "e2e_flaky_pipeline",
     "tasks": [
         {"name": "e2e_flaky", "taskReferenceName": "flaky", "inputParameters": {"n": "${workflow.input.n}"}},
-        {"name": "e2e_mul", "taskReferenceName": "mul", "inputParameters": {"n": "${flaky.output.n}", "by": 2}},
+        {
+            "name": "e2e_mul",
+            "taskReferenceName": "mul",
+            "inputParameters": {"n": "${flaky.output.n}", "by": 2},
+        },
     ],
     "outputParameters": {"n": "${mul.output.n}", "attempt": "${flaky.output.attempt}"},
 }
@@ -57,7 +69,9 @@ async def start_pipelines(cluster: Cluster, count: int = 50) -> list[str]:
     for i in range(count):
         ids.append(
             await cluster.client.start_workflow(
-                "e2e_pipeline", {"n": i, "add": 2, "label": f"L{i}"}, workflow_id=f"{cluster.topics.prefix}wf-{i}"
+                "e2e_pipeline",
+                {"n": i, "add": 2, "label": f"L{i}"},
+                workflow_id=f"{cluster.topics.prefix}wf-{i}",
             )
         )
     return ids
@@ -67,13 +81,20 @@ async def assert_all_completed_exactly(cluster: Cluster, ids: list[str]) -> None
     documents = await cluster.wait_for(ids)
     for i, workflow_id in enumerate(ids):
         document = documents[workflow_id]
-        assert document.state.status is WorkflowStatus.COMPLETED, (workflow_id, document.state.reason_for_incompletion)
+        assert document.state.status is WorkflowStatus.COMPLETED, (
+            workflow_id,
+            document.state.reason_for_incompletion,
+        )
         assert document.state.output == expected_output(i, workflow_id)
         tasks = await cluster.store.list_tasks(workflow_id)
         everything = [*tasks, *document.state.tasks.values()]
         live = [t for t in everything if t.status in (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)]
         assert live == [], f"{workflow_id} completed with live tasks {live}"
-        assert [t.reference_task_name for t in tasks if t.status is TaskStatus.COMPLETED] == ["add", "mul", "fmt"]
+        assert [t.reference_task_name for t in tasks if t.status is TaskStatus.COMPLETED] == [
+            "add",
+            "mul",
+            "fmt",
+        ]
 
 
 async def wait_until_partly_done(cluster: Cluster, ids: list[str], at_least: int = 5) -> None:
@@ -104,7 +125,9 @@ async def test_service_killed_mid_run_and_restarted(cluster: Cluster, victim: st
 async def test_timer_killed_while_retry_timers_pending(cluster: Cluster) -> None:
     await cluster.register(*TASK_DEFS, FLAKY)
     ids = [
-        await cluster.client.start_workflow("e2e_flaky_pipeline", {"n": i}, workflow_id=f"{cluster.topics.prefix}f-{i}")
+        await cluster.client.start_workflow(
+            "e2e_flaky_pipeline", {"n": i}, workflow_id=f"{cluster.topics.prefix}f-{i}"
+        )
         for i in range(20)
     ]
 
@@ -129,8 +152,13 @@ async def test_timer_killed_while_retry_timers_pending(cluster: Cluster) -> None
         state = documents[workflow_id].state
         assert state.status is WorkflowStatus.COMPLETED, state.reason_for_incompletion
         assert state.output == {"n": (i + 1) * 2, "attempt": 1}
-        attempts = [t for t in await cluster.store.list_tasks(workflow_id) if t.reference_task_name == "flaky"]
-        assert [(t.retry_count, t.status) for t in attempts] == [(0, TaskStatus.FAILED), (1, TaskStatus.COMPLETED)]
+        attempts = [
+            t for t in await cluster.store.list_tasks(workflow_id) if t.reference_task_name == "flaky"
+        ]
+        assert [(t.retry_count, t.status) for t in attempts] == [
+            (0, TaskStatus.FAILED),
+            (1, TaskStatus.COMPLETED),
+        ]
         assert attempts[1].retried_task_id == attempts[0].task_id
 
 
@@ -141,13 +169,18 @@ async def test_wait_task_completed_by_kafka_signal(cluster: Cluster) -> None:
             "name": "e2e_approval",
             "tasks": [
                 {"name": "approve", "taskReferenceName": "approval", "type": "WAIT"},
-                {"name": "e2e_fmt", "taskReferenceName": "fmt",
-                 "inputParameters": {"n": "${approval.output.amount}", "label": "${approval.output.by}"}},
+                {
+                    "name": "e2e_fmt",
+                    "taskReferenceName": "fmt",
+                    "inputParameters": {"n": "${approval.output.amount}", "label": "${approval.output.by}"},
+                },
             ],
             "outputParameters": {"text": "${fmt.output.text}", "approvedBy": "${approval.output.by}"},
         },
     )
-    workflow_id = await cluster.client.start_workflow("e2e_approval", {}, workflow_id=f"{cluster.topics.prefix}approval")
+    workflow_id = await cluster.client.start_workflow(
+        "e2e_approval", {}, workflow_id=f"{cluster.topics.prefix}approval"
+    )
 
     def waiting(document: Any) -> bool:
         task = document.state.tasks.get("approval")
@@ -179,7 +212,11 @@ async def test_malformed_start_events_are_dead_lettered_and_partition_moves_on(c
         await cluster.bus.publish(
             [
                 Outgoing(cluster.topics.workflow_start, b"\x00 not json at all", key),
-                Outgoing(cluster.topics.workflow_start, json.dumps({"type": "start_workflow", "id": "m1"}).encode(), key),
+                Outgoing(
+                    cluster.topics.workflow_start,
+                    json.dumps({"type": "start_workflow", "id": "m1"}).encode(),
+                    key,
+                ),
                 Outgoing(cluster.topics.workflow_start, json.dumps({"hello": "world"}).encode(), key),
             ]
         )
@@ -203,10 +240,15 @@ async def test_malformed_start_events_are_dead_lettered_and_partition_moves_on(c
 
 
 async def test_unregistered_workflow_gets_clear_failed_status(cluster: Cluster) -> None:
-    workflow_id = await cluster.client.start_workflow("no_such_workflow", {"x": 1}, workflow_id=f"{cluster.topics.prefix}nope")
+    workflow_id = await cluster.client.start_workflow(
+        "no_such_workflow", {"x": 1}, workflow_id=f"{cluster.topics.prefix}nope"
+    )
     document = (await cluster.wait_for([workflow_id]))[workflow_id]
     assert document.state.status is WorkflowStatus.FAILED
-    assert document.state.reason_for_incompletion == "workflow definition 'no_such_workflow' (any version) is not registered"
+    assert (
+        document.state.reason_for_incompletion
+        == "workflow definition 'no_such_workflow' (any version) is not registered"
+    )
     # The decider is still healthy: a registered workflow runs afterwards.
     ids = await start_pipelines(cluster, count=1)
     await assert_all_completed_exactly(cluster, ids)

@@ -18,12 +18,24 @@ def three_step_def(**task_def: Any) -> WorkflowDef:
             "name": "pipeline",
             "version": 1,
             "tasks": [
-                {"name": "t", "taskReferenceName": "a", "inputParameters": {"n": "${workflow.input.n}"},
-                 "taskDefinition": {**td, "name": "t"}},
-                {"name": "t", "taskReferenceName": "b", "inputParameters": {"n": "${a.output.n}", "label": "b-${a.output.n}"},
-                 "taskDefinition": {**td, "name": "t"}},
-                {"name": "t", "taskReferenceName": "c", "inputParameters": {"n": "${b.output.n}"},
-                 "taskDefinition": {**td, "name": "t"}},
+                {
+                    "name": "t",
+                    "taskReferenceName": "a",
+                    "inputParameters": {"n": "${workflow.input.n}"},
+                    "taskDefinition": {**td, "name": "t"},
+                },
+                {
+                    "name": "t",
+                    "taskReferenceName": "b",
+                    "inputParameters": {"n": "${a.output.n}", "label": "b-${a.output.n}"},
+                    "taskDefinition": {**td, "name": "t"},
+                },
+                {
+                    "name": "t",
+                    "taskReferenceName": "c",
+                    "inputParameters": {"n": "${b.output.n}"},
+                    "taskDefinition": {**td, "name": "t"},
+                },
             ],
             "outputParameters": {"result": "${c.output.n}", "first": "${a.output.n}"},
         }
@@ -40,7 +52,9 @@ def dispatched(decision: Decision) -> list[TaskMessage]:
     return [m for m in decision.outbox if isinstance(m, TaskMessage)]
 
 
-def result(state: WorkflowState, ref: str, status: TaskStatus = TaskStatus.COMPLETED, **kw: Any) -> TaskResult:
+def result(
+    state: WorkflowState, ref: str, status: TaskStatus = TaskStatus.COMPLETED, **kw: Any
+) -> TaskResult:
     task = state.tasks[ref]
     return TaskResult(
         id=f"r-{task.task_id}-{status}",

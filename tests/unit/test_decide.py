@@ -73,7 +73,9 @@ def test_decide_does_not_mutate_inputs_and_is_deterministic() -> None:
 def test_in_progress_updates_task_without_advancing() -> None:
     definition = three_step_def()
     d = start(definition)
-    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS, output_data={"pct": 50})], NOW + 1)
+    d = decide(
+        definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS, output_data={"pct": 50})], NOW + 1
+    )
     assert d.state.tasks["a"].status is TaskStatus.IN_PROGRESS
     assert d.state.tasks["a"].output_data == {"pct": 50}
     assert dispatched(d) == []
@@ -83,10 +85,14 @@ def test_in_progress_updates_task_without_advancing() -> None:
 def test_in_progress_with_callback_arms_redispatch_timer() -> None:
     definition = three_step_def()
     d = start(definition)
-    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS, callback_after_seconds=5)], NOW)
+    d = decide(
+        definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS, callback_after_seconds=5)], NOW
+    )
     [arm] = [m for m in d.outbox if isinstance(m, TimerRequest)]
     assert arm.fire_at == NOW + 5000
-    d = decide(definition, d.state, [TimerFired(id="f", workflow_id="wf-1", timer_id=arm.timer_id)], NOW + 5000)
+    d = decide(
+        definition, d.state, [TimerFired(id="f", workflow_id="wf-1", timer_id=arm.timer_id)], NOW + 5000
+    )
     [again] = dispatched(d)
     assert again.task_id == d.state.tasks["a"].task_id and again.poll_count == 2
 
@@ -95,7 +101,9 @@ def test_failed_with_retries_left_creates_new_linked_execution_after_fixed_delay
     definition = three_step_def(retryCount=2, retryDelaySeconds=3)
     d = start(definition)
     first = d.state.tasks["a"]
-    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="boom")], NOW)
+    d = decide(
+        definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="boom")], NOW
+    )
     retry = d.state.tasks["a"]
     assert retry.task_id != first.task_id
     assert retry.retried_task_id == first.task_id
@@ -106,7 +114,9 @@ def test_failed_with_retries_left_creates_new_linked_execution_after_fixed_delay
     assert dispatched(d) == []  # not before the delay
     [arm] = [m for m in d.outbox if isinstance(m, TimerRequest)]
     assert arm.action == "arm" and arm.fire_at == NOW + 3000
-    d = decide(definition, d.state, [TimerFired(id="t1", workflow_id="wf-1", timer_id=arm.timer_id)], NOW + 3000)
+    d = decide(
+        definition, d.state, [TimerFired(id="t1", workflow_id="wf-1", timer_id=arm.timer_id)], NOW + 3000
+    )
     [message] = dispatched(d)
     assert message.task_id == retry.task_id and message.retry_count == 1
 
@@ -122,8 +132,12 @@ def test_retry_with_zero_delay_dispatches_immediately() -> None:
 def test_retries_exhausted_fails_workflow_with_reason() -> None:
     definition = three_step_def(retryCount=1, retryDelaySeconds=0)
     d = start(definition)
-    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="e1")], NOW)
-    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="e2")], NOW)
+    d = decide(
+        definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="e1")], NOW
+    )
+    d = decide(
+        definition, d.state, [result(d.state, "a", TaskStatus.FAILED, reason_for_incompletion="e2")], NOW
+    )
     assert d.state.status is WorkflowStatus.FAILED
     assert "e2" in (d.state.reason_for_incompletion or "")
     assert "(a)" in (d.state.reason_for_incompletion or "")
@@ -134,8 +148,10 @@ def test_terminal_error_is_not_retried() -> None:
     definition = three_step_def(retryCount=5, retryDelaySeconds=0)
     d = start(definition)
     d = decide(
-        definition, d.state,
-        [result(d.state, "a", TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason_for_incompletion="bad input")], NOW,
+        definition,
+        d.state,
+        [result(d.state, "a", TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason_for_incompletion="bad input")],
+        NOW,
     )
     assert d.state.status is WorkflowStatus.FAILED
     assert dispatched(d) == []
@@ -178,8 +194,11 @@ def wait_def() -> WorkflowDef:
             "name": "approval",
             "tasks": [
                 {"name": "approve", "taskReferenceName": "approval", "type": "WAIT"},
-                {"name": "ship", "taskReferenceName": "ship",
-                 "inputParameters": {"by": "${approval.output.approver}", "ok": "${approval.output.ok}"}},
+                {
+                    "name": "ship",
+                    "taskReferenceName": "ship",
+                    "inputParameters": {"by": "${approval.output.approver}", "ok": "${approval.output.ok}"},
+                },
             ],
         }
     )
@@ -190,7 +209,9 @@ def test_wait_task_is_in_progress_until_signal_then_output_flows_on() -> None:
     d = start(definition)
     assert d.state.tasks["approval"].status is TaskStatus.IN_PROGRESS
     assert dispatched(d) == []
-    signal = Signal(id="s1", workflow_id="wf-1", task_ref_name="approval", output={"approver": "ann", "ok": True})
+    signal = Signal(
+        id="s1", workflow_id="wf-1", task_ref_name="approval", output={"approver": "ann", "ok": True}
+    )
     d = decide(definition, d.state, [signal], NOW + 10)
     assert d.state.tasks["approval"].status is TaskStatus.COMPLETED
     assert d.state.tasks["approval"].output_data == {"approver": "ann", "ok": True}
@@ -211,7 +232,9 @@ def test_terminate_cancels_tasks_and_pending_timers() -> None:
     d = start(definition)
     d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW)
     assert d.state.timers
-    d = decide(definition, d.state, [TerminateWorkflow(id="k", workflow_id="wf-1", reason="ops said so")], NOW)
+    d = decide(
+        definition, d.state, [TerminateWorkflow(id="k", workflow_id="wf-1", reason="ops said so")], NOW
+    )
     assert d.state.status is WorkflowStatus.TERMINATED
     assert d.state.reason_for_incompletion == "ops said so"
     assert d.state.tasks["a"].status is TaskStatus.CANCELED
