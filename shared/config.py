@@ -14,7 +14,9 @@ class CairnSettings(BaseSettings):
     kafka_bootstrap: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
     kafka_partitions: int = Field(4, description="Partitions for topics Cairn creates.")
     kafka_fetch_max_wait_ms: int = Field(
-        10, description="Consumer fetch wait; Kafka's default 500 ms would be added to every hop."
+        100,
+        description="Longest a broker holds an empty fetch. Data completes a fetch at once, so this "
+        "bounds idle polling (CPU), not latency.",
     )
     mongo_url: str = Field("mongodb://127.0.0.1:27017/", description="MongoDB connection string.")
     mongo_db: str = Field("cairn", description="Database name.")

@@ -12,9 +12,10 @@ the commit point (docs/architecture.md, "Fenced commits"):
    `COMMIT_RECORD_RETENTION_MS` (pruned by `housekeeping`) so a fence outlives any stale reader.
 2. the `workflows` document (the read model) is materialised from it, never over a newer version;
    whoever next meets the duplicate key rolls it forward if the committer died in between.
-3. an unsent outbox is marked by a row in `outbox_pending`, inserted with the commit and deleted
-   once published: inserts and deletes, because updates are what MongoDB-protocol servers
-   without a storage engine of their own make slow (FerretDB: ~5 ms per update, ~0.3 ms per
+3. an unsent outbox is marked by a row in `outbox_pending` (unique per commit attempt, so a
+   losing attempt can remove its own row without touching the winner's), inserted before the
+   commit point and deleted once published: inserts and deletes, because updates are what
+   MongoDB-protocol servers without a storage engine of their own make slow (FerretDB: ~5 ms per update, ~0.3 ms per
    inserted document in a batch).
 
 Task records are history: one per execution, written when it reaches a terminal state (live
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -148,43 +150,58 @@ class MongoStore:
 
     async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
         # One `{_id: x}` lookup each, concurrently: the only filter FerretDB answers from an index
-        # (any other filter, `$in` included, scans the collection).
-        found_raw = await asyncio.gather(*(self._workflows.find_one({"_id": wid}) for wid in workflow_ids))
-        raw = {data["_id"]: data for data in found_raw if data is not None}
-        markers = [
-            _marker_id(workflow_id, data["version"])
-            for workflow_id, data in raw.items()
-            if data.get("outbox")
-        ]
-        unsent = {m["_id"] async for m in self._outbox_pending.find({"_id": {"$in": markers}}, {"_id": 1})}
+        # (any other filter, `$in` included, scans the collection — fine for the small marker set).
+        documents, markers = await asyncio.gather(
+            asyncio.gather(*(self._workflows.find_one({"_id": wid}) for wid in workflow_ids)),
+            self._outbox_pending.find({"workflowId": {"$in": list(workflow_ids)}}).to_list(),
+        )
+        unsent = {(m["workflowId"], m["version"]) for m in markers}
         found: dict[str, WorkflowDocument] = {}
-        for workflow_id, data in raw.items():
-            if _marker_id(workflow_id, data["version"]) not in unsent:
+        for data in documents:
+            if data is None:
+                continue
+            if (data["_id"], data["version"]) not in unsent:
                 data["outbox"] = []  # published already
-            found[workflow_id] = WorkflowDocument.model_validate(data)
+            found[data["_id"]] = WorkflowDocument.model_validate(data)
         return found
 
     async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None:
         return (await self.load_workflows([workflow_id])).get(workflow_id)
 
     async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
-        """Group commit: a handful of round trips for the whole batch, whatever its size."""
+        """Group commit: four round-trip levels for the whole batch, whatever its size."""
         for commit in commits:
             if commit.document.version != commit.expected_version + 1:
                 raise ValueError("commit: document.version must be expected_version + 1")
-        await self.upsert_tasks([task for commit in commits for task in commit.tasks])
         data = [_workflow_to_mongo(commit.document) for commit in commits]
-        won = [False] * len(commits)
+        markers = [
+            {
+                "_id": f"{c.document.workflow_id}#{c.document.version}#{uuid.uuid4().hex}",
+                "workflowId": c.document.workflow_id,
+                "version": c.document.version,
+                "since": c.document.updated_at,
+            }
+            if c.document.outbox
+            else None
+            for c in commits
+        ]
+        # 1. before the commit point: task records and unsent-outbox markers (both idempotent).
+        await asyncio.gather(
+            self.upsert_tasks([task for commit in commits for task in commit.tasks]),
+            _insert_all(self._outbox_pending, [m for m in markers if m is not None]),
+        )
+        # 2. the commit point: create new documents, insert fences for updated ones.
         creates = [i for i, commit in enumerate(commits) if commit.expected_version == 0]
         updates = [i for i, commit in enumerate(commits) if commit.expected_version > 0]
-        await self._mark_unsent([commits[i].document for i in range(len(commits))])
-        for i, ok in zip(
-            creates, await _insert_all(self._workflows, [data[i] for i in creates]), strict=True
-        ):
+        fences = [{**data[i], "_id": _marker_id(data[i]["_id"], data[i]["version"])} for i in updates]
+        created, fenced = await asyncio.gather(
+            _insert_all(self._workflows, [data[i] for i in creates]), _insert_all(self._commits, fences)
+        )
+        won = [False] * len(commits)
+        for i, ok in zip(creates, created, strict=True):
             won[i] = ok
-        records = [{**data[i], "_id": _marker_id(data[i]["_id"], data[i]["version"])} for i in updates]
-        inserted = await _insert_all(self._commits, records)
-        winners = [i for i, ok in zip(updates, inserted, strict=True) if ok]
+        winners = [i for i, ok in zip(updates, fenced, strict=True) if ok]
+        # 3. materialise the read model.
         if winners:
             result = await self._workflows.bulk_write(
                 [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in winners], ordered=False
@@ -193,13 +210,12 @@ class MongoStore:
                 winners = await self._drop_commits_onto_nothing(winners, data)
             for i in winners:
                 won[i] = True
-        for i, ok in zip(updates, inserted, strict=True):
+        for i, ok in zip(updates, fenced, strict=True):
             if not ok:
                 await self._roll_forward(data[i]["_id"])
-        losers = [commits[i].document for i in range(len(commits)) if not won[i]]
-        await self._outbox_pending.delete_many(
-            {"_id": {"$in": [_marker_id(d.workflow_id, d.version) for d in losers if d.outbox]}}
-        )
+        lost_markers = [m["_id"] for m, ok in zip(markers, won, strict=True) if m is not None and not ok]
+        if lost_markers:
+            await self._outbox_pending.delete_many({"_id": {"$in": lost_markers}})
         return won
 
     def _materialise_filter(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -211,14 +227,6 @@ class MongoStore:
         if self._atomic_updates:
             return {"_id": data["_id"], "version": {"$lt": data["version"]}}
         return {"_id": data["_id"]}
-
-    async def _mark_unsent(self, documents: Sequence[WorkflowDocument]) -> None:
-        markers = [
-            {"_id": _marker_id(d.workflow_id, d.version), "workflowId": d.workflow_id, "since": d.updated_at}
-            for d in documents
-            if d.outbox
-        ]
-        await _insert_all(self._outbox_pending, markers)
 
     async def _drop_commits_onto_nothing(self, winners: list[int], data: list[dict[str, Any]]) -> list[int]:
         """A commit whose workflow document does not exist committed onto nothing: undo it."""
@@ -241,7 +249,11 @@ class MongoStore:
     async def mark_outboxes_sent(self, published: Sequence[tuple[str, int]]) -> None:
         if published:
             await self._outbox_pending.delete_many(
-                {"_id": {"$in": [_marker_id(workflow_id, version) for workflow_id, version in published]}}
+                {
+                    "$or": [
+                        {"workflowId": workflow_id, "version": version} for workflow_id, version in published
+                    ]
+                }
             )
 
     async def list_workflows(

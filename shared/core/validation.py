@@ -52,9 +52,37 @@ def parse_workflow_def(data: Any, registry: TaskTypeRegistry = REGISTRY) -> Work
     try:
         definition = WorkflowDef.model_validate(data)
     except ValidationError as error:
-        raise DefinitionError(problems_from_validation_error(error), "workflow definition") from None
+        problems = problems_from_validation_error(error) + _raw_type_problems(data, registry)
+        raise DefinitionError(problems, "workflow definition") from None
     validate_workflow_def(definition, registry)
     return definition
+
+
+def _raw_type_problems(data: Any, registry: TaskTypeRegistry) -> list[tuple[str, str]]:
+    """Task-type problems of a definition that failed to parse, so one report lists them all."""
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(tasks, list):
+        return []
+    problems = []
+    for index, task in enumerate(tasks):
+        task_type = task.get("type", "SIMPLE") if isinstance(task, dict) else None
+        if isinstance(task_type, str):
+            problems += _type_problems(task_type, f"tasks[{index}]", registry)
+    return problems
+
+
+def _type_problems(task_type: str, path: str, registry: TaskTypeRegistry) -> list[tuple[str, str]]:
+    if task_type not in CONDUCTOR_TASK_TYPES:
+        return [(f"{path}.type", f"unknown task type {task_type!r}")]
+    if not registry.supports(task_type):
+        supported = ", ".join(registry.names())
+        return [
+            (
+                f"{path}.type",
+                f"task type {task_type!r} is not supported by Cairn yet (supported: {supported})",
+            )
+        ]
+    return []
 
 
 def parse_task_def(data: Any, prefix: str = "") -> TaskDef:

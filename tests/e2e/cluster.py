@@ -67,7 +67,15 @@ class Process:
 class Cluster:
     """Four services + one worker process, isolated by topic prefix and database name."""
 
-    def __init__(self, kafka: str, mongo: str, unique: str, log_dir: Path, **settings: str) -> None:
+    def __init__(
+        self,
+        kafka: str,
+        mongo: str,
+        unique: str,
+        log_dir: Path,
+        workers: str = "tests.e2e.workers_e2e",
+        **settings: str,
+    ) -> None:
         self.topics = Topics(prefix=f"e2e{unique}.")
         self.database = f"cairn_e2e_{unique}"
         self.env = {
@@ -84,7 +92,7 @@ class Cluster:
         cli = [sys.executable, "-m", "cairn"]
         self.processes = {name: Process(name, [*cli, "run", name], self.env, log_dir) for name in SERVICES}
         self.processes["worker"] = Process(
-            "worker", [*cli, "worker", "tests.e2e.workers_e2e", "--concurrency", "20"], self.env, log_dir
+            "worker", [*cli, "worker", workers, "--concurrency", "20"], self.env, log_dir
         )
         self.store = MongoStore(mongo, self.database)
         self.bus = KafkaBus(kafka, client_id="e2e-test", partitions=4)
