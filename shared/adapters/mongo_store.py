@@ -15,8 +15,8 @@ the commit point (docs/architecture.md, "Fenced commits"):
 3. an unsent outbox is marked by a row in `outbox_pending` (unique per commit attempt, so a
    losing attempt can remove its own row without touching the winner's), inserted before the
    commit point and deleted once published: inserts and deletes, because updates are what
-   MongoDB-protocol servers without a storage engine of their own make slow (FerretDB: ~5 ms per update, ~0.3 ms per
-   inserted document in a batch).
+   MongoDB-protocol servers without a storage engine of their own make slow (FerretDB: ~5 ms
+   per update, ~0.3 ms per inserted document in a batch).
 
 Task records are history: one per execution, written when it reaches a terminal state (live
 executions are in the workflow document). Timers are upserts; timer claims are fenced by insert.
