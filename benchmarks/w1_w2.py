@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
 from shared.adapters.kafka_bus import KafkaBus
@@ -103,15 +104,20 @@ class Bench:
         return cpu, store, await self.kafka_messages()
 
     async def kafka_messages(self) -> int:
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.cluster.env["CAIRN_KAFKA_BOOTSTRAP"])
+        """Messages on all of this cluster's topics: the sum of their partitions' end offsets."""
+        bootstrap = self.cluster.env["CAIRN_KAFKA_BOOTSTRAP"]
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            topics = [t for t in await admin.list_topics() if t.startswith(self.cluster.topics.prefix)]
+            described = await admin.describe_topics(topics)
+        finally:
+            await admin.close()
+        partitions = [TopicPartition(d["topic"], p["partition"]) for d in described for p in d["partitions"]]
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
         await consumer.start()
         try:
-            topics = [t for t in await consumer.topics() if t.startswith(self.cluster.topics.prefix)]
-            partitions = [
-                TopicPartition(t, p) for t in topics for p in (consumer.partitions_for_topic(t) or ())
-            ]
-            offsets = await consumer.end_offsets(partitions) if partitions else {}
-            return sum(offsets.values())
+            return sum((await consumer.end_offsets(partitions)).values()) if partitions else 0
         finally:
             await consumer.stop()
 
