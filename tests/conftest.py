@@ -70,3 +70,14 @@ async def mongo_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
     await store.open()
     yield store
     await store.close()
+
+
+@pytest.fixture
+async def fresh_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
+    """A second adapter on the same database, as another process would see it."""
+    from shared.adapters.mongo_store import MongoStore
+
+    store = MongoStore(mongo_url, f"cairn_test_{unique}")
+    await store.open()
+    yield store
+    await store.close()

@@ -20,6 +20,7 @@ from shared.ports.store import Store
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)
+HOUSEKEEPING_INTERVAL_MS = 60_000
 
 
 class Sweeper:
@@ -43,6 +44,7 @@ class Sweeper:
         self.stale_interval_ms = stale_interval_ms
         self.limit = limit
         self._last_stale_scan = 0
+        self._last_housekeeping = 0
 
     async def sweep_once(self) -> list[str]:
         now = self.clock()
@@ -63,7 +65,9 @@ class Sweeper:
         )
         if ids:
             log.info("swept %d workflows", len(ids))
-        await self.store.housekeeping(now)
+        if now - self._last_housekeeping >= HOUSEKEEPING_INTERVAL_MS:
+            self._last_housekeeping = now
+            await self.store.housekeeping(now)
         return ids
 
     async def run(self, stop: asyncio.Event, interval_s: float) -> None:

@@ -18,6 +18,9 @@ the commit point (docs/architecture.md, "Fenced commits"):
    MongoDB-protocol servers without a storage engine of their own make slow (FerretDB: ~5 ms
    per update, ~0.3 ms per inserted document in a batch).
 
+Definition snapshots are stored once each, content-addressed, in `workflow_snapshots`; workflow
+documents refer to theirs by id, which keeps every document and commit record small.
+
 Task records are history: one per execution, written when it reaches a terminal state (live
 executions are in the workflow document). Timers are upserts; timer claims are fenced by insert.
 """
@@ -25,8 +28,11 @@ executions are in the workflow document). Timers are upserts; timer claims are f
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,9 +48,10 @@ DUPLICATE_KEY = 11000
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
 
 
-def _workflow_to_mongo(document: WorkflowDocument) -> dict[str, Any]:
-    data = document.model_dump(by_alias=True, mode="json", exclude_none=True)
+def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> dict[str, Any]:
+    data = document.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"definition"})
     data["_id"] = document.workflow_id
+    data["snapshotId"] = snapshot_id
     # Top-level copies of what queries filter on; the nested state stays the source of truth.
     data["status"] = document.state.status.value
     data["name"] = document.state.workflow_name
@@ -72,6 +79,54 @@ async def _insert_all(collection: Any, documents: list[dict[str, Any]]) -> list[
     return [True] * len(documents)
 
 
+class SnapshotCache:
+    """Definition snapshots by content hash: written once, read from memory after the first use."""
+
+    def __init__(self, collection: Any, capacity: int = 1024) -> None:
+        self._collection = collection
+        self._capacity = capacity
+        self._by_id: OrderedDict[str, WorkflowDef] = OrderedDict()
+        self._id_of: OrderedDict[int, tuple[WorkflowDef, str]] = OrderedDict()
+
+    def _remember(self, snapshot_id: str, definition: WorkflowDef) -> None:
+        self._by_id[snapshot_id] = definition
+        self._id_of[id(definition)] = (definition, snapshot_id)  # holding it keeps id() unique
+        for table in (self._by_id, self._id_of):
+            while len(table) > self._capacity:
+                table.popitem(last=False)
+
+    async def store(self, definitions: Sequence[WorkflowDef | None]) -> list[str | None]:
+        ids: list[str | None] = []
+        new: dict[str, dict[str, Any]] = {}
+        for definition in definitions:
+            if definition is None:
+                ids.append(None)
+                continue
+            known = self._id_of.get(id(definition))
+            if known is not None and known[0] is definition:
+                ids.append(known[1])
+                continue
+            body = definition.to_json_dict()
+            snapshot_id = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+            if snapshot_id not in self._by_id:
+                new[snapshot_id] = {"_id": snapshot_id, "definition": body}
+            self._remember(snapshot_id, definition)
+            ids.append(snapshot_id)
+        await _insert_all(self._collection, list(new.values()))  # duplicates: stored before
+        return ids
+
+    async def get(self, snapshot_id: str) -> WorkflowDef:
+        definition = self._by_id.get(snapshot_id)
+        if definition is None:
+            data = await self._collection.find_one({"_id": snapshot_id})
+            if data is None:
+                raise LookupError(f"definition snapshot {snapshot_id} is missing from the store")
+            definition = WorkflowDef.model_validate(data["definition"])
+            self._remember(snapshot_id, definition)
+        self._by_id.move_to_end(snapshot_id)
+        return definition
+
+
 def _marker_id(workflow_id: str, version: int) -> str:
     return f"{workflow_id}#{version}"
 
@@ -88,6 +143,7 @@ class MongoStore:
         self._timer_claims = db["timer_claims"]
         self._workflow_defs = db["workflow_defs"]
         self._task_defs = db["task_defs"]
+        self._snapshots = SnapshotCache(db["workflow_snapshots"])
         self._atomic_updates = True
 
     async def open(self) -> None:
@@ -162,8 +218,14 @@ class MongoStore:
                 continue
             if (data["_id"], data["version"]) not in unsent:
                 data["outbox"] = []  # published already
-            found[data["_id"]] = WorkflowDocument.model_validate(data)
+            found[data["_id"]] = await self._from_mongo(data)
         return found
+
+    async def _from_mongo(self, data: dict[str, Any]) -> WorkflowDocument:
+        document = WorkflowDocument.model_validate(data)
+        if data.get("snapshotId"):
+            document.definition = await self._snapshots.get(data["snapshotId"])
+        return document
 
     async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None:
         return (await self.load_workflows([workflow_id])).get(workflow_id)
@@ -173,7 +235,8 @@ class MongoStore:
         for commit in commits:
             if commit.document.version != commit.expected_version + 1:
                 raise ValueError("commit: document.version must be expected_version + 1")
-        data = [_workflow_to_mongo(commit.document) for commit in commits]
+        snapshot_ids = await self._snapshots.store([commit.document.definition for commit in commits])
+        data = [_workflow_to_mongo(c.document, sid) for c, sid in zip(commits, snapshot_ids, strict=True)]
         markers = [
             {
                 "_id": f"{c.document.workflow_id}#{c.document.version}#{uuid.uuid4().hex}",
@@ -265,7 +328,7 @@ class MongoStore:
         if name:
             query["name"] = name
         cursor = self._workflows.find(query, sort=[("updatedAt", DESCENDING)], limit=limit)
-        return [WorkflowDocument.model_validate(data) async for data in cursor]
+        return [await self._from_mongo(data) async for data in cursor]
 
     async def find_unpublished(self, older_than: int, limit: int) -> list[str]:
         ids: list[str] = []

@@ -200,3 +200,23 @@ async def test_timers_claimed_once_until_lease_expires(store: Store) -> None:
     assert await store.claim_due_timers(now=10_000, owner="d", lease_ms=1000, limit=10) == [
         TimerRecord(timer_id="later", workflow_id="wf", fire_at=5000, claimed_by="d", claim_until=11_000)
     ]
+
+
+async def test_definition_snapshot_roundtrips_through_a_cold_reader(store: Store, fresh_store: Store) -> None:
+    definition = WorkflowDef.model_validate(
+        {
+            "name": "w",
+            "tasks": [
+                {"name": "a", "taskReferenceName": "a", "taskDefinition": {"name": "a", "retryCount": 1}}
+            ],
+        }
+    )
+    doc = document("snap", version=1)
+    doc.definition = definition
+    assert await create(store, doc)
+    second = document("snap2", version=1)
+    second.definition = definition.model_copy(deep=True)  # same content: stored once, same result
+    assert await create(store, second)
+    assert (await store.load_workflow("snap")).definition == definition  # type: ignore[union-attr]
+    loaded = await fresh_store.load_workflows(["snap", "snap2"])  # another process: nothing cached
+    assert loaded["snap"].definition == definition and loaded["snap2"].definition == definition

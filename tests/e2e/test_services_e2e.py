@@ -253,3 +253,43 @@ async def test_unregistered_workflow_gets_clear_failed_status(cluster: Cluster) 
     ids = await start_pipelines(cluster, count=1)
     await assert_all_completed_exactly(cluster, ids)
     assert cluster["decider"].alive()
+
+
+async def test_sweeper_republishes_an_outbox_a_crashed_decider_never_sent(cluster: Cluster) -> None:
+    """A decision committed but never published (the decider died in between and its input is
+    gone) is found by the sweeper and carried on: the workflow completes."""
+    from services.clock import now_ms
+    from shared.core import decide, new_workflow_state
+    from shared.models.documents import WorkflowDocument
+    from shared.models.messages import StartWorkflow
+    from shared.ports.store import Commit
+
+    await cluster.register(*TASK_DEFS, PIPELINE)
+    snapshot = await cluster.store.get_workflow_def("e2e_pipeline")
+    assert snapshot is not None
+    for node in snapshot.tasks:
+        node.task_definition = (await cluster.store.get_task_defs([node.name]))[node.name]
+    workflow_id = f"{cluster.topics.prefix}orphan"
+    start = StartWorkflow(
+        id="orphan-start",
+        workflow_id=workflow_id,
+        name="e2e_pipeline",
+        input={"n": 5, "add": 2, "label": "L5"},
+    )
+    now = now_ms()
+    decision = decide(snapshot, new_workflow_state(snapshot, start, now), [start], now)
+    document = WorkflowDocument(
+        workflow_id=workflow_id,
+        version=1,
+        definition=snapshot,
+        state=decision.state,
+        outbox=decision.outbox,
+        inbox=[start.id],
+        updated_at=now,
+    )
+    assert await cluster.store.commit_workflows([Commit(document, 0)]) == [True]
+    assert (await cluster.store.load_workflow(workflow_id)).outbox  # type: ignore[union-attr]
+    done = (await cluster.wait_for([workflow_id], within_s=60))[workflow_id]
+    assert done.state.status is WorkflowStatus.COMPLETED
+    assert done.state.output == expected_output(5, workflow_id)
+    assert "swept" in cluster["sweeper"].log_tail(200)
