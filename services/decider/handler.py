@@ -8,11 +8,13 @@ lost its version check (another replica, a redelivery) is reloaded and decided a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from services.decider.recent import RecentDocuments
 from shared import telemetry
 from shared.core import decide, new_workflow_state
 from shared.core.validation import DefinitionError, validate_workflow_def
@@ -64,6 +66,13 @@ class DeciderHandler:
         self.bus = bus
         self.topics = topics
         self.clock = clock
+        self.recent = RecentDocuments()
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def aclose(self) -> None:
+        """Wait for background bookkeeping (outbox markers) to finish."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     async def handle_batch(self, batch: Sequence[Received]) -> None:
         started = time.perf_counter()
@@ -97,7 +106,10 @@ class DeciderHandler:
         """One round: load, decide, group-commit, publish. Returns the workflows that lost."""
         now = self.clock()
         t0 = time.perf_counter()
-        documents = await self.store.load_workflows(list(groups))
+        documents = {wid: doc for wid in groups if (doc := self.recent.get(wid, now)) is not None}
+        missing = [wid for wid in groups if wid not in documents]
+        if missing:
+            documents.update(await self.store.load_workflows(missing))
         t1 = time.perf_counter()
         definitions: dict[tuple[str, int | None], tuple[WorkflowDef | None, str]] = {}
         plans = [
@@ -121,7 +133,12 @@ class DeciderHandler:
         for plan, ok in zip(commits, won, strict=True):
             if ok:
                 plan.publish = plan.commit.document  # type: ignore[union-attr]
+            else:
+                self.recent.drop(plan.workflow_id)
         await self._publish([plan for plan in plans if plan.publish is not None and plan.publish.outbox])
+        for plan in plans:
+            if plan.publish is not None:
+                self.recent.put(plan.publish.model_copy(update={"outbox": []}), now)
         log.debug(
             "TIMING load %.1f plan %.1f commit %.1f publish %.1f",
             (t1 - t0) * 1e3,
@@ -290,4 +307,17 @@ class DeciderHandler:
             },
         ):
             await self.bus.publish(messages)
-        await self.store.mark_outboxes_sent([(plan.workflow_id, plan.publish.version) for plan in plans])  # type: ignore[union-attr]
+        # Marking sent is bookkeeping: if it is lost, the sweeper republishes (duplicates are
+        # harmless downstream), so it need not hold up the batch.
+        sent = [(plan.workflow_id, plan.publish.version) for plan in plans]  # type: ignore[union-attr]
+        task = asyncio.create_task(self._mark_sent(sent))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _mark_sent(self, sent: list[tuple[str, int]]) -> None:
+        try:
+            await self.store.mark_outboxes_sent(sent)
+        except Exception:
+            log.warning(
+                "could not mark %d outboxes sent; the sweeper will republish them", len(sent), exc_info=True
+            )

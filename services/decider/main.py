@@ -24,4 +24,5 @@ async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         await bus.stop()
+        await handler.aclose()
         await store.close()

@@ -1,0 +1,38 @@
+"""Documents this decider committed a moment ago, so its next decision on them skips the read.
+
+Safe by construction: a commit built on a stale copy fails its version check (the fence for the
+next version exists), the loser is dropped from here and reloaded. Entries expire long before the
+store prunes the fences that make this true (seconds here, minutes there).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from shared.models.documents import WorkflowDocument
+
+
+class RecentDocuments:
+    def __init__(self, capacity: int = 10_000, ttl_ms: int = 30_000) -> None:
+        self._capacity = capacity
+        self._ttl_ms = ttl_ms
+        self._entries: OrderedDict[str, tuple[WorkflowDocument, int]] = OrderedDict()
+
+    def get(self, workflow_id: str, now: int) -> WorkflowDocument | None:
+        entry = self._entries.get(workflow_id)
+        if entry is None:
+            return None
+        document, cached_at = entry
+        if now - cached_at > self._ttl_ms:
+            del self._entries[workflow_id]
+            return None
+        return document
+
+    def put(self, document: WorkflowDocument, now: int) -> None:
+        self._entries[document.workflow_id] = (document, now)
+        self._entries.move_to_end(document.workflow_id)
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+
+    def drop(self, workflow_id: str) -> None:
+        self._entries.pop(workflow_id, None)
