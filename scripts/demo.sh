@@ -18,7 +18,8 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== starting Kafka and FerretDB (first run installs them: a few minutes)"
-eval "$(CAIRN_LOCAL_STATE="$run_dir/state.env" CAIRN_LOCAL_RUN_DIR="$run_dir" bash deploy/local/up.sh)"
+exports="$(CAIRN_LOCAL_STATE="$run_dir/state.env" CAIRN_LOCAL_RUN_DIR="$run_dir" bash deploy/local/up.sh)"
+eval "$exports"
 export CAIRN_KAFKA_BOOTSTRAP CAIRN_MONGO_URL CAIRN_LOG_LEVEL=WARNING
 
 echo "== starting services: decider scheduler timer sweeper + example workers (logs in $run_dir)"

@@ -18,7 +18,9 @@ trap cleanup EXIT
 if [[ -z "${CAIRN_KAFKA_BOOTSTRAP:-}" || -z "${CAIRN_MONGO_URL:-}" ]]; then
     state_dir="$(mktemp -d "${TMPDIR:-/tmp}/cairn-test.XXXXXX")"
     started_servers="$state_dir/state.env"
-    eval "$(CAIRN_LOCAL_STATE="$started_servers" CAIRN_LOCAL_RUN_DIR="$state_dir" bash deploy/local/up.sh)"
+    # Assign first: a failing up.sh then stops this script (set -e does not see inside eval "$(...)").
+    exports="$(CAIRN_LOCAL_STATE="$started_servers" CAIRN_LOCAL_RUN_DIR="$state_dir" bash deploy/local/up.sh)"
+    eval "$exports"
 fi
 export CAIRN_KAFKA_BOOTSTRAP CAIRN_MONGO_URL
 

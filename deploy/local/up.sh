@@ -331,6 +331,7 @@ num.recovery.threads.per.data.dir=1
 EOF
     if [[ ! -f "$DATA_DIR/kafka/meta.properties" ]]; then
         local cluster_id
+        # --cluster-id=VALUE, not "-t VALUE": a random id may start with "-" and read as an option.
         if command -v python3 >/dev/null 2>&1; then
             cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
         else
@@ -338,7 +339,7 @@ EOF
         fi
         log "formatting Kafka storage in $DATA_DIR/kafka (cluster id $cluster_id)"
         if ! kafka_cli kafka.tools.StorageTool format --ignore-formatted \
-                -t "$cluster_id" -c "$props" >"$DATA_DIR/kafka-format.log" 2>&1; then
+                "--cluster-id=$cluster_id" -c "$props" >"$DATA_DIR/kafka-format.log" 2>&1; then
             show_log_tail "kafka-storage-format" "$DATA_DIR/kafka-format.log"
             die "kafka storage format failed"
         fi

@@ -35,6 +35,17 @@ from shared.topics import Topics
 
 log = logging.getLogger(__name__)
 tracer = telemetry.tracer("cairn.decider")
+meter = telemetry.meter("cairn.decider")
+decisions_committed = meter.create_counter("cairn.decider.commits", description="Decisions committed")
+version_conflicts = meter.create_counter(
+    "cairn.decider.conflicts", description="Commits lost to a newer version"
+)
+dead_lettered = meter.create_counter(
+    "cairn.deadletters", description="Messages moved to the dead-letter topic"
+)
+batch_duration = meter.create_histogram(
+    "cairn.decider.batch.duration", unit="ms", description="Time per batch"
+)
 
 MAX_COMMIT_ATTEMPTS = 20
 
@@ -95,12 +106,10 @@ class DeciderHandler:
         else:
             raise CommitConflictError(f"gave up on {sorted(pending)} after {MAX_COMMIT_ATTEMPTS} conflicts")
         await self.bus.publish(dead)
-        log.debug(
-            "batch of %d messages for %d workflows in %.1f ms",
-            len(batch),
-            len(groups),
-            (time.perf_counter() - started) * 1000,
-        )
+        dead_lettered.add(len(dead))
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        batch_duration.record(elapsed_ms)
+        log.debug("batch of %d messages for %d workflows in %.1f ms", len(batch), len(groups), elapsed_ms)
 
     async def _decide_and_commit(self, groups: dict[str, list[_Item]], dead: list[Outgoing]) -> list[str]:
         """One round: load, decide, group-commit, publish. Returns the workflows that lost."""
@@ -130,6 +139,8 @@ class DeciderHandler:
             won = await self.store.commit_workflows([plan.commit for plan in commits])  # type: ignore[misc]
         t3 = time.perf_counter()
         lost = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok]
+        decisions_committed.add(len(commits) - len(lost))
+        version_conflicts.add(len(lost))
         for plan, ok in zip(commits, won, strict=True):
             if ok:
                 plan.publish = plan.commit.document  # type: ignore[union-attr]

@@ -293,3 +293,29 @@ async def test_sweeper_republishes_an_outbox_a_crashed_decider_never_sent(cluste
     assert done.state.status is WorkflowStatus.COMPLETED
     assert done.state.output == expected_output(5, workflow_id)
     assert "swept" in cluster["sweeper"].log_tail(200)
+
+
+async def test_worker_finishes_in_flight_task_on_sigterm(cluster: Cluster) -> None:
+    """Graceful shutdown: SIGTERM lets the running task finish and its result be sent; with no
+    worker left afterwards, the workflow can only complete if that result went out."""
+    await cluster.register(
+        {"name": "e2e_slow", "retryCount": 0},
+        {
+            "name": "e2e_slow_flow",
+            "tasks": [{"name": "e2e_slow", "taskReferenceName": "slow", "inputParameters": {"seconds": 3}}],
+        },
+    )
+    workflow_id = await cluster.client.start_workflow(
+        "e2e_slow_flow", {}, workflow_id=f"{cluster.topics.prefix}slow"
+    )
+
+    def dispatched(document: Any) -> bool:
+        task = document.state.tasks.get("slow")
+        return task is not None and task.dispatch_count >= 1
+
+    await cluster.wait_for([workflow_id], done=dispatched)
+    await asyncio.sleep(1.5)  # the worker has picked it up and is sleeping
+    assert await asyncio.to_thread(cluster["worker"].stop) == 0
+    document = (await cluster.wait_for([workflow_id], within_s=30))[workflow_id]
+    assert document.state.status is WorkflowStatus.COMPLETED
+    assert document.state.output == {"slept": 3}

@@ -1,6 +1,7 @@
 """Workers used by the end-to-end tests, run in their own process by `cairn worker`."""
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from cairn import worker
@@ -30,3 +31,13 @@ def flaky(task_input: dict[str, Any], task: TaskMessage) -> dict[str, Any]:
     if task.retry_count == 0:
         raise RuntimeError("first attempt always fails")
     return {"n": task_input["n"] + 1, "attempt": task.retry_count}
+
+
+@worker("e2e_slow")
+async def slow(task_input: dict[str, Any]) -> dict[str, Any]:
+    """Long enough to be in flight when the worker process is asked to stop; touches `marker`
+    when it starts so the test knows it is in flight."""
+    if task_input.get("marker"):
+        Path(task_input["marker"]).touch()
+    await asyncio.sleep(task_input.get("seconds", 3))
+    return {"slept": task_input.get("seconds", 3)}
