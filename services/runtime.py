@@ -20,12 +20,10 @@ def setup_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-async def wait_for_stop_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep for `seconds`, waking at once when `stop` is set (periodic loops stop promptly)."""
+    with suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
 
 
 def run_service(

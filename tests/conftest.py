@@ -62,22 +62,23 @@ def topics(unique: str) -> Topics:
     return Topics(prefix=f"t{unique}.")
 
 
-@pytest.fixture
-async def mongo_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
+async def _mongo_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
     from shared.adapters.mongo_store import MongoStore
 
     store = MongoStore(mongo_url, f"cairn_test_{unique}")
     await store.open()
     yield store
     await store.close()
+
+
+@pytest.fixture
+async def mongo_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
+    async for store in _mongo_store(mongo_url, unique):
+        yield store
 
 
 @pytest.fixture
 async def fresh_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
     """A second adapter on the same database, as another process would see it."""
-    from shared.adapters.mongo_store import MongoStore
-
-    store = MongoStore(mongo_url, f"cairn_test_{unique}")
-    await store.open()
-    yield store
-    await store.close()
+    async for store in _mongo_store(mongo_url, unique):
+        yield store

@@ -151,7 +151,7 @@ class DeciderHandler:
             if plan.publish is not None:
                 self.recent.put(plan.publish.model_copy(update={"outbox": []}), now)
         log.debug(
-            "TIMING load %.1f plan %.1f commit %.1f publish %.1f",
+            "round: load %.1f ms, decide %.1f ms, commit %.1f ms, publish %.1f ms",
             (t1 - t0) * 1e3,
             (t2 - t1) * 1e3,
             (t3 - t2) * 1e3,

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from services.runtime import sleep_unless_stopped
 from shared.messaging import outgoing
 from shared.models.messages import DecideRequest
 from shared.ports.bus import Bus
@@ -76,7 +77,4 @@ class Sweeper:
                 await self.sweep_once()
             except Exception:
                 log.exception("sweep failed; retrying next interval")
-            try:
-                await asyncio.wait_for(stop.wait(), interval_s)
-            except TimeoutError:
-                pass
+            await sleep_unless_stopped(stop, interval_s)

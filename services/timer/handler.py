@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import TypeAdapter
 
+from services.runtime import sleep_unless_stopped
 from shared import telemetry
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.documents import TimerRecord
@@ -92,7 +93,4 @@ class TimerHandler:
                 log.exception("firing due timers failed; retrying")
                 fired = 0
             if fired == 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), interval_s)
-                except TimeoutError:
-                    pass
+                await sleep_unless_stopped(stop, interval_s)

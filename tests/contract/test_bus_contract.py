@@ -39,6 +39,15 @@ async def buses(make_bus: Callable[[], Bus]) -> AsyncIterator[list[Bus]]:
         await bus.stop()
 
 
+@pytest.fixture
+async def producer(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics) -> Bus:
+    """A bus to publish with; the test topic exists before any consumer subscribes."""
+    bus = make_bus()
+    buses.append(bus)
+    await bus.ensure_topics([topics.task_result])
+    return bus
+
+
 async def eventually(check: Callable[[], bool], within_s: float = 45.0) -> None:
     deadline = asyncio.get_running_loop().time() + within_s
     while not check():
@@ -52,12 +61,9 @@ def msg(topic: str, key: str, n: int) -> Outgoing:
 
 
 async def test_per_key_order_and_all_delivered(
-    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, producer: Bus
 ) -> None:
     topic = topics.task_result
-    producer = make_bus()
-    buses.append(producer)
-    await producer.ensure_topics([topic])
     seen: list[tuple[str, int]] = []
 
     async def handler(batch: Sequence[Received]) -> None:
@@ -76,12 +82,9 @@ async def test_per_key_order_and_all_delivered(
 
 
 async def test_failed_handler_batch_is_redelivered(
-    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, producer: Bus
 ) -> None:
     topic = topics.task_result
-    producer = make_bus()
-    buses.append(producer)
-    await producer.ensure_topics([topic])
     attempts: list[int] = []
     done: list[int] = []
 
@@ -102,12 +105,9 @@ async def test_failed_handler_batch_is_redelivered(
 
 
 async def test_two_consumers_of_a_group_share_partitions(
-    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, producer: Bus
 ) -> None:
     topic = topics.task_result
-    producer = make_bus()
-    buses.append(producer)
-    await producer.ensure_topics([topic])
     got: dict[str, list[int]] = {"a": [], "b": []}
 
     def handler_for(name: str):  # type: ignore[no-untyped-def]
@@ -130,12 +130,9 @@ async def test_two_consumers_of_a_group_share_partitions(
 
 
 async def test_other_group_gets_everything_too(
-    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, producer: Bus
 ) -> None:
     topic = topics.task_result
-    producer = make_bus()
-    buses.append(producer)
-    await producer.ensure_topics([topic])
     await producer.publish([msg(topic, f"k{n}", n) for n in range(20)])
     seen: dict[str, set[int]] = {"x": set(), "y": set()}
     for group in seen:
@@ -170,12 +167,9 @@ CONSUMER_THAT_HANGS = textwrap.dedent(
 
 
 async def test_messages_of_a_killed_consumer_are_redelivered(
-    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, kafka_bootstrap: str
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, kafka_bootstrap: str, producer: Bus
 ) -> None:
     topic = topics.task_result
-    producer = make_bus()
-    buses.append(producer)
-    await producer.ensure_topics([topic])
     await producer.publish([msg(topic, f"k{n}", n) for n in range(10)])
     doomed = subprocess.Popen(
         [sys.executable, "-c", CONSUMER_THAT_HANGS, kafka_bootstrap, topic],
