@@ -126,7 +126,12 @@ class Bench:
         waiter = self.completions.wait(workflow_id)
         started = time.perf_counter()
         await self.cluster.client.start_workflow(name, {"i": i}, workflow_id=workflow_id)
-        return await asyncio.wait_for(waiter, 300) - started
+        try:
+            return await asyncio.wait_for(waiter, 300) - started
+        except TimeoutError:
+            document = await self.cluster.store.load_workflow(workflow_id)
+            state = document.state.model_dump(mode="json") if document else None
+            raise AssertionError(f"{workflow_id} did not finish in 300 s; stored state: {state}") from None
 
     async def window(self, k: int, total: int, concurrency: int) -> dict[str, Any]:
         """Keep `concurrency` workflows in flight until `total` have completed."""

@@ -23,6 +23,7 @@ from shared.models.definitions import WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
 from shared.models.messages import (
     DECIDER_INBOUND,
+    DecideRequest,
     DeciderInbound,
     StartWorkflow,
     WorkflowEvent,
@@ -115,7 +116,14 @@ class DeciderHandler:
         """One round: load, decide, group-commit, publish. Returns the workflows that lost."""
         now = self.clock()
         t0 = time.perf_counter()
-        documents = {wid: doc for wid in groups if (doc := self.recent.get(wid, now)) is not None}
+        # The sweeper's decide-requests read the store: what it saw there (an unsent outbox) is what
+        # the request is about, and a copy kept here would not show it.
+        documents = {
+            wid: doc
+            for wid, items in groups.items()
+            if not any(isinstance(item.message, DecideRequest) for item in items)
+            and (doc := self.recent.get(wid, now)) is not None
+        }
         missing = [wid for wid in groups if wid not in documents]
         if missing:
             documents.update(await self.store.load_workflows(missing))

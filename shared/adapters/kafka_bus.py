@@ -1,8 +1,11 @@
 """Bus port on Apache Kafka through FastStream's KafkaBroker (aiokafka underneath).
 
 Every subscription is a batch subscriber with manual acknowledgement: offsets are committed only
-after the handler returned, i.e. after its effects are durable; if the handler raises, FastStream
-seeks each partition back to the batch's first record and the batch is delivered again. Bodies
+after the handler returned, i.e. after its effects are durable; if the handler raises, each
+partition is sought back to the batch's first record and the batch is delivered again. Ack and
+nack happen here, inside one try block, because FastStream's consume loop does not survive an
+exception escaping it (a commit refused after a rebalance would otherwise leave a process that
+looks alive and consumes nothing); a refused commit only means the batch is delivered again. Bodies
 are handed over as raw bytes — parsing (and dead-lettering what does not parse) is the caller's
 job, so a malformed message can never wedge the consumer inside the framework.
 """
@@ -28,6 +31,16 @@ log = logging.getLogger(__name__)
 async def _raw_decoder(message: Any) -> None:
     """Skip FastStream's body decoding: handlers parse raw bytes themselves."""
     return None
+
+
+async def _settle(action: Any, what: str) -> None:
+    """Ack or nack without ever raising into FastStream's consume loop."""
+    try:
+        await action()
+    except Exception:
+        log.warning(
+            "could not %s offsets (a rebalance?); the batch may be delivered again", what, exc_info=True
+        )
 
 
 def _received(record: Any) -> Received:
@@ -62,7 +75,8 @@ class KafkaBus:
             client_id=client_id,
             acks="all",
             linger_ms=1,
-            logger=None,
+            logger=logging.getLogger("cairn.kafka"),  # through the service's logging setup
+            log_level=logging.DEBUG,  # per-message access logs; errors still log as errors
         )
         self._started = False
 
@@ -77,7 +91,7 @@ class KafkaBus:
             batch_timeout_ms=self._batch_timeout_ms,
             fetch_max_wait_ms=self._fetch_max_wait_ms,
             auto_offset_reset="earliest",
-            ack_policy=AckPolicy.NACK_ON_ERROR,
+            ack_policy=AckPolicy.MANUAL,
             decoder=_raw_decoder,
         )
         failures = 0
@@ -91,12 +105,14 @@ class KafkaBus:
             except Exception:
                 failures += 1
                 # Back off before the batch is redelivered, so an outage of the store is not
-                # turned into a hot loop; the nack keeps the batch for the next attempt.
+                # turned into a hot loop.
                 delay = min(0.1 * 2 ** min(failures, 6), 5.0)
                 log.exception("handler for %s failed; batch will be redelivered in %.1fs", topics, delay)
                 await asyncio.sleep(delay)
-                raise
+                await _settle(message.nack, "rewind")
+                return
             failures = 0
+            await _settle(message.ack, "commit")
 
         subscriber(on_batch)
 

@@ -132,8 +132,12 @@ def _marker_id(workflow_id: str, version: int) -> str:
 
 
 class MongoStore:
-    def __init__(self, url: str, database: str = "cairn") -> None:
-        self._client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url, tz_aware=True)
+    def __init__(self, url: str, database: str = "cairn", timeout_ms: int = 30_000) -> None:
+        # A bound on every operation: a request the server never answers fails (and the batch is
+        # retried) instead of wedging a consumer forever.
+        self._client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+            url, tz_aware=True, timeoutMS=timeout_ms
+        )
         db = self._client[database]
         self._workflows = db["workflows"]
         self._commits = db["workflow_commits"]
