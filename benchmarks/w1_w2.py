@@ -198,6 +198,8 @@ async def main(runs: int, quick: bool) -> dict[str, Any]:
         run_dir,
         workers="benchmarks.noop_workers",
         CAIRN_LOG_LEVEL="WARNING",
+        CAIRN_SWEEPER_INTERVAL_S="5",  # production defaults, not the tests' eager sweeper
+        CAIRN_SWEEPER_OUTBOX_GRACE_S="30",
     )
     completions = Completions()
     listener = KafkaBus(servers["CAIRN_KAFKA_BOOTSTRAP"], client_id="bench-listener")

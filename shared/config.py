@@ -24,7 +24,9 @@ class CairnSettings(BaseSettings):
     decider_max_batch: int = Field(200, description="Messages the decider takes per batch.")
     sweeper_interval_s: float = Field(5.0, description="Seconds between sweeps.")
     sweeper_outbox_grace_s: float = Field(
-        5.0, description="An outbox unsent for this long is republished by the sweeper."
+        30.0,
+        description="An outbox unsent for this long is republished by the sweeper. Keep it well above "
+        "the decider's slowest batch: republishing work that is merely slow adds load to a slow store.",
     )
     sweeper_stale_after_s: float = Field(
         300.0, description="A RUNNING workflow with no commit for this long is re-decided."
@@ -32,7 +34,9 @@ class CairnSettings(BaseSettings):
     sweeper_stale_interval_s: float = Field(
         60.0, description="Seconds between scans for stale RUNNING workflows (a full scan on some servers)."
     )
-    timer_poll_interval_s: float = Field(0.1, description="How often the timer service scans for due timers.")
+    timer_poll_interval_s: float = Field(
+        0.5, description="How often the timer service scans for due timers (bounds firing lateness)."
+    )
     timer_lease_s: float = Field(
         30.0, description="How long a claimed timer is held before another replica may fire it."
     )

@@ -290,11 +290,12 @@ start_all() {
     KAFKA_LOG="$DATA_DIR/kafka.log"
     MONGO_LOG="$DATA_DIR/ferretdb.log"
 
-    # --- FerretDB (SQLite backend)
+    # --- FerretDB (SQLite backend). _txlock=immediate: writers take the lock when their transaction
+    # begins, so concurrent writers queue instead of failing with SQLITE_BUSY on upgrade.
     log "starting FerretDB $FERRETDB_VERSION on 127.0.0.1:$MONGO_PORT"
     nohup "$FERRETDB_BIN" \
         --handler=sqlite \
-        --sqlite-url="file:$DATA_DIR/ferretdb/" \
+        --sqlite-url="file:$DATA_DIR/ferretdb/?_txlock=immediate" \
         --state-dir="$DATA_DIR/ferretdb" \
         --listen-addr="127.0.0.1:$MONGO_PORT" \
         --debug-addr=- \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 import subprocess
@@ -24,6 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("decider", "scheduler", "timer", "sweeper")
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this child when the test or benchmark process dies, so a crashed run
+    leaves no services behind to load the machine (and skew the next measurement)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class Process:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
         self.name = name
@@ -34,7 +42,14 @@ class Process:
 
     def start(self) -> None:
         log = self.log_path.open("ab")
-        self.popen = subprocess.Popen(self.argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        self.popen = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no flush, no offset commit."""
