@@ -16,6 +16,13 @@ def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
     )
 
 
+async def service_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
+    """A service's bus, with Cairn's fixed topics created (at the configured partition count)."""
+    bus = kafka_bus(settings, client_id)
+    await bus.ensure_topics(settings.topics.fixed)
+    return bus
+
+
 async def mongo_store(settings: CairnSettings) -> MongoStore:
     store = MongoStore(settings.mongo_url, settings.mongo_db)
     await store.open()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.clock import now_ms
-from services.common import kafka_bus, mongo_store
+from services.common import mongo_store, service_bus
 from services.decider.handler import DeciderHandler
 from shared.config import CairnSettings
 
@@ -14,9 +14,8 @@ GROUP = "cairn-decider"
 
 async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
     store = await mongo_store(settings)
-    bus = kafka_bus(settings, "cairn-decider")
+    bus = await service_bus(settings, "cairn-decider")
     topics = settings.topics
-    await bus.ensure_topics(topics.fixed)
     handler = DeciderHandler(store, bus, topics, now_ms)
     bus.subscribe(topics.decider_inbound, GROUP, handler.handle_batch, max_batch=settings.decider_max_batch)
     await bus.start()

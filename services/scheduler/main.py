@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.common import kafka_bus
+from services.common import service_bus
 from services.scheduler.handler import SchedulerHandler
 from shared.config import CairnSettings
 
@@ -12,9 +12,8 @@ GROUP = "cairn-scheduler"
 
 
 async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
-    bus = kafka_bus(settings, "cairn-scheduler")
+    bus = await service_bus(settings, "cairn-scheduler")
     topics = settings.topics
-    await bus.ensure_topics(topics.fixed)
     bus.subscribe([topics.task_dispatch], GROUP, SchedulerHandler(bus, topics).handle_batch, max_batch=500)
     await bus.start()
     try:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 
 from services.clock import now_ms
-from services.common import kafka_bus, mongo_store
+from services.common import mongo_store, service_bus
 from services.sweeper.handler import Sweeper
 from shared.config import CairnSettings
 
 
 async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
     store = await mongo_store(settings)
-    bus = kafka_bus(settings, "cairn-sweeper")
-    await bus.ensure_topics(settings.topics.fixed)
+    bus = await service_bus(settings, "cairn-sweeper")
     sweeper = Sweeper(
         store,
         bus,

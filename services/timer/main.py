@@ -7,7 +7,7 @@ import os
 import socket
 
 from services.clock import now_ms
-from services.common import kafka_bus, mongo_store
+from services.common import mongo_store, service_bus
 from services.timer.handler import TimerHandler
 from shared.config import CairnSettings
 
@@ -16,9 +16,8 @@ GROUP = "cairn-timer"
 
 async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
     store = await mongo_store(settings)
-    bus = kafka_bus(settings, "cairn-timer")
+    bus = await service_bus(settings, "cairn-timer")
     topics = settings.topics
-    await bus.ensure_topics(topics.fixed)
     owner = f"{socket.gethostname()}:{os.getpid()}"
     handler = TimerHandler(store, bus, topics, now_ms, owner, int(settings.timer_lease_s * 1000))
     bus.subscribe([topics.timer_request], GROUP, handler.handle_requests, max_batch=500)

@@ -79,6 +79,7 @@ class KafkaBus:
             log_level=logging.DEBUG,  # per-message access logs; errors still log as errors
         )
         self._started = False
+        self._connecting = asyncio.Lock()  # concurrent first publishes connect once
 
     def subscribe(
         self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
@@ -129,8 +130,10 @@ class KafkaBus:
         if not messages:
             return
         if not self._started:
-            await self._broker.connect()
-            self._started = True
+            async with self._connecting:
+                if not self._started:
+                    await self._broker.connect()
+                    self._started = True
         futures = [
             await self._broker.publish(
                 message.value,

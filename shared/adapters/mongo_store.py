@@ -166,9 +166,6 @@ class MongoStore:
     async def close(self) -> None:
         await self._client.close()
 
-    async def ping(self) -> None:
-        await self._client.admin.command("ping")
-
     # ---- definitions ----
 
     async def put_workflow_def(self, definition: WorkflowDef) -> None:
@@ -322,17 +319,6 @@ class MongoStore:
                     ]
                 }
             )
-
-    async def list_workflows(
-        self, status: str | None = None, name: str | None = None, limit: int = 100
-    ) -> list[WorkflowDocument]:
-        query: dict[str, Any] = {}
-        if status:
-            query["status"] = status
-        if name:
-            query["name"] = name
-        cursor = self._workflows.find(query, sort=[("updatedAt", DESCENDING)], limit=limit)
-        return [await self._from_mongo(data) async for data in cursor]
 
     async def find_unpublished(self, older_than: int, limit: int) -> list[str]:
         ids: list[str] = []

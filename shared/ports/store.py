@@ -70,10 +70,6 @@ class Store(Protocol):
         A no-op where the document moved on: the newer version's outbox holds ours."""
         ...
 
-    async def list_workflows(
-        self, status: str | None = None, name: str | None = None, limit: int = 100
-    ) -> list[WorkflowDocument]: ...
-
     async def find_unpublished(self, older_than: int, limit: int) -> list[str]:
         """Workflows whose outbox was committed before `older_than` and is still not marked sent."""
         ...
