@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -15,9 +16,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cairn.backends import DEFAULT_SERVER, Backend, BackendError, backend_for
 from shared.config import CairnSettings
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
 from shared.models.definitions import TaskDef, WorkflowDef
+from shared.models.runtime import TaskStatus, WorkflowStatus
 
 app = typer.Typer(
     help="Cairn: durable workflows on Kafka + MongoDB.", no_args_is_help=True, add_completion=False
@@ -28,8 +31,11 @@ console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
 
-SERVICES = ("decider", "scheduler", "timer", "sweeper")
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+ServerOption = Annotated[
+    str | None,
+    typer.Option("--server", help="Cairn api URL (CAIRN_SERVER); default: cairn dev at 127.0.0.1:8080."),
+]
 
 
 def _run(coro_fn: Callable[[], Awaitable[T]]) -> T:
@@ -53,6 +59,44 @@ def _json_arg(text: str, what: str) -> dict[str, Any]:
     return value
 
 
+class _Rows:
+    """A table for people: every row on one line. Columns keep the width of their content (up to
+    40 cells) and the last column, the free-text one, gives way with an ellipsis on narrow
+    terminals."""
+
+    def __init__(self, *headers: str) -> None:
+        self.headers = headers
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def __rich__(self) -> Table:
+        from rich.text import Text
+
+        widths = [
+            max([len(header), *(Text.from_markup(row[index]).cell_len for row in self.rows)])
+            for index, header in enumerate(self.headers)
+        ]
+        fixed = [min(width, 40) for width in widths[:-1]]
+        budget = console.width - 3 * len(self.headers) - 1  # borders and padding
+        floors = [max(len(header), 4) for header in self.headers[:-1]]
+        while sum(fixed) + 12 > budget and any(w > f for w, f in zip(fixed, floors, strict=True)):
+            widest = max(range(len(fixed)), key=lambda i: fixed[i] - floors[i])
+            fixed[widest] -= 1  # narrow terminal: the widest column gives way first
+        room = budget - sum(fixed)
+        table = Table()
+        for header, width in zip(self.headers, [*fixed, max(min(widths[-1], room), 12)], strict=True):
+            table.add_column(header, no_wrap=True, overflow="ellipsis", width=width)
+        for row in self.rows:
+            table.add_row(*row)
+        return table
+
+
+def _table(*headers: str) -> _Rows:
+    return _Rows(*headers)
+
+
 def _when(ms: int) -> str:
     if not ms:
         return "-"
@@ -60,14 +104,75 @@ def _when(ms: int) -> str:
 
 
 @app.command()
-def run(service: Annotated[str, typer.Argument(help="decider | scheduler | timer | sweeper")]) -> None:
-    """Run one Cairn service, configured by CAIRN_* environment variables."""
+def run(
+    service: Annotated[str, typer.Argument(help="api | decider | scheduler | timer | sweeper")],
+    host: Annotated[str | None, typer.Option(help="api: address to listen on (CAIRN_API_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="api: port to listen on (CAIRN_API_PORT).")] = None,
+) -> None:
+    """Run one Cairn service on Kafka and MongoDB, configured by CAIRN_* environment variables."""
+    from services.assembly import SERVICES, run_production_service
     from services.runtime import run_service
 
     if service not in SERVICES:
         _fail(f"unknown service {service!r}", f"choose one of: {', '.join(SERVICES)}")
-    module = importlib.import_module(f"services.{service}.main")
-    run_service(service, module.main)
+    settings = _with_api_address(CairnSettings(), host, port)
+
+    async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
+        await run_production_service(service, settings, stop)
+
+    run_service(service, main, settings)
+
+
+def _with_api_address(settings: CairnSettings, host: str | None, port: int | None) -> CairnSettings:
+    changes: dict[str, Any] = {}
+    if host is not None:
+        changes["api_host"] = host
+    if port is not None:
+        changes["api_port"] = port
+    return settings.model_copy(update=changes)
+
+
+@app.command()
+def dev(
+    db: Annotated[
+        Path | None, typer.Option(help="State file: store and bus (CAIRN_DEV_DB; default ./cairn-dev.db).")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Address the api listens on (CAIRN_API_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port the api listens on (CAIRN_API_PORT).")] = None,
+    kafka: Annotated[
+        str | None, typer.Option(help="Use this Kafka instead of the embedded bus (CAIRN_KAFKA_BOOTSTRAP).")
+    ] = None,
+    mongo: Annotated[
+        str | None, typer.Option(help="Use this MongoDB instead of the state file (CAIRN_MONGO_URL).")
+    ] = None,
+) -> None:
+    """Run the whole engine in one process: api, decider, scheduler, timer and sweeper."""
+    from services.dev import DevPlan, run_dev
+    from services.runtime import run_service
+
+    settings = _with_api_address(CairnSettings(), host, port)
+    plan = DevPlan(
+        db_path=(db or Path(settings.dev_db)).resolve(),
+        kafka=kafka or os.environ.get("CAIRN_KAFKA_BOOTSTRAP"),
+        mongo=mongo or os.environ.get("CAIRN_MONGO_URL"),
+    )
+    base = f"http://{settings.api_host}:{settings.api_port}"
+
+    def announce() -> None:
+        table = Table.grid(padding=(0, 2))
+        table.add_row("[bold]api[/]", f"{base}/api")
+        table.add_row("[bold]docs[/]", f"{base}/docs")
+        for what, where in plan.describe():
+            table.add_row(f"[bold]{what}[/]", where)
+        err.print("[bold green]cairn dev[/] is running")
+        err.print(table)
+        err.print(f"next: [cyan]cairn worker examples.workers[/] (workers poll {base})")
+        err.print("Ctrl-C stops")
+
+    async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
+        await run_dev(plan, settings, stop, announce)
+
+    run_service("dev", main, settings)
 
 
 @app.command("worker")
@@ -76,11 +181,38 @@ def worker_command(
     concurrency: Annotated[
         int | None, typer.Option(help="Tasks run at once (CAIRN_WORKER_CONCURRENCY).")
     ] = None,
+    server: ServerOption = None,
 ) -> None:
-    """Run the @worker functions of a module against Kafka."""
-    from cairn.worker import WorkerRunner, registered_workers
-    from services.common import kafka_bus
+    """Run the @worker functions of a module: over HTTP against a Cairn api (`cairn dev`, or
+    --server/CAIRN_SERVER), or on Kafka when CAIRN_KAFKA_BOOTSTRAP is set and no server is."""
     from services.runtime import run_service
+
+    workers = _import_workers(target)
+    settings = CairnSettings()
+    http_server = server or settings.server
+    if not http_server and not os.environ.get("CAIRN_KAFKA_BOOTSTRAP"):
+        http_server = DEFAULT_SERVER
+    limit = concurrency or settings.worker_concurrency
+    types = ", ".join(spec.task_type for spec in workers)
+
+    async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
+        if http_server:
+            from cairn.http_worker import HttpWorkerRunner
+
+            err.print(f"running workers for: {types} (polling {http_server})")
+            await HttpWorkerRunner(http_server, workers, limit).run(stop)
+        else:
+            from cairn.worker import WorkerRunner
+            from services.common import kafka_bus
+
+            err.print(f"running workers for: {types} (Kafka {settings.kafka_bootstrap})")
+            await WorkerRunner(kafka_bus(settings, "cairn-worker"), settings.topics, workers, limit).run(stop)
+
+    run_service("worker", main, settings)
+
+
+def _import_workers(target: str) -> list[Any]:
+    from cairn.worker import registered_workers
 
     sys.path.insert(0, str(Path.cwd()))
     module_name, _, attr = target.partition(":")
@@ -97,14 +229,7 @@ def worker_command(
         workers = [spec for spec in workers if spec.function in functions]
     if not workers:
         _fail(f"no @worker functions found in {target!r}")
-
-    async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
-        bus = kafka_bus(settings, "cairn-worker")
-        runner = WorkerRunner(bus, settings.topics, workers, concurrency or settings.worker_concurrency)
-        err.print(f"running workers for: {', '.join(spec.task_type for spec in workers)}")
-        await runner.run(stop)
-
-    run_service("worker", main)
+    return workers
 
 
 def _load_definitions(path: Path) -> tuple[list[TaskDef], list[WorkflowDef]]:
@@ -129,24 +254,28 @@ def _load_definitions(path: Path) -> tuple[list[TaskDef], list[WorkflowDef]]:
     return task_defs, workflow_defs
 
 
+def _with_backend(server: str | None, action: Callable[[Backend], Awaitable[T]]) -> T:
+    """Run `action` on the chosen backend; refusals become a clean error with a hint."""
+    settings = CairnSettings()
+    if server:
+        settings = settings.model_copy(update={"server": server})
+
+    async def call() -> T:
+        async with backend_for(settings) as backend:
+            return await action(backend)
+
+    try:
+        return _run(call)
+    except BackendError as error:
+        _fail(str(error), error.hint)
+        raise  # unreachable: _fail exits
+
+
 @def_app.command("register")
-def def_register(file: Path, as_json: JsonOption = False) -> None:
+def def_register(file: Path, as_json: JsonOption = False, server: ServerOption = None) -> None:
     """Register workflow and/or task definitions from a JSON file (object or list)."""
-    from services.common import mongo_store
-
     task_defs, workflow_defs = _load_definitions(file)
-
-    async def register() -> None:
-        store = await mongo_store(CairnSettings())
-        try:
-            for task_def in task_defs:
-                await store.put_task_def(task_def)
-            for definition in workflow_defs:
-                await store.put_workflow_def(definition)
-        finally:
-            await store.close()
-
-    _run(register)
+    _with_backend(server, lambda backend: backend.register(task_defs, workflow_defs))
     registered = [{"kind": "taskDef", "name": t.name} for t in task_defs] + [
         {"kind": "workflowDef", "name": w.name, "version": w.version} for w in workflow_defs
     ]
@@ -159,40 +288,18 @@ def def_register(file: Path, as_json: JsonOption = False) -> None:
 
 
 @def_app.command("ls")
-def def_ls(as_json: JsonOption = False) -> None:
+def def_ls(as_json: JsonOption = False, server: ServerOption = None) -> None:
     """List registered workflow definitions."""
-    from services.common import mongo_store
-
-    async def fetch() -> list[WorkflowDef]:
-        store = await mongo_store(CairnSettings())
-        try:
-            return await store.list_workflow_defs()
-        finally:
-            await store.close()
-
-    definitions = _run(fetch)
+    definitions = _with_backend(server, lambda backend: backend.list_definitions())
     if as_json:
-        print(json.dumps([d.to_json_dict() for d in definitions]))
+        print(json.dumps(definitions))
         return
-    table = Table("name", "version", "tasks")
+    table = _table("name", "version", "tasks")
     for d in definitions:
-        table.add_row(d.name, str(d.version), ", ".join(t.task_reference_name for t in d.tasks))
+        table.add_row(
+            d["name"], str(d.get("version", 1)), ", ".join(t["taskReferenceName"] for t in d["tasks"])
+        )
     console.print(table)
-
-
-def _client_call(action: Callable[[Any], Awaitable[T]]) -> T:
-    from cairn.client import CairnClient
-    from services.common import kafka_bus
-
-    async def call() -> T:
-        settings = CairnSettings()
-        bus = kafka_bus(settings, "cairn-cli")
-        try:
-            return await action(CairnClient(bus, settings.topics))
-        finally:
-            await bus.stop()
-
-    return _run(call)
 
 
 @app.command()
@@ -200,18 +307,20 @@ def start(
     name: str,
     input: Annotated[str, typer.Option("--input", "-i", help="Workflow input as a JSON object.")] = "{}",
     workflow_id: Annotated[
-        str | None, typer.Option("--id", help="Workflow id (default: a new UUID).")
+        str | None, typer.Option("--id", help="Workflow id (default: a new UUID); starting twice is a no-op.")
     ] = None,
     version: Annotated[int | None, typer.Option(help="Definition version (default: latest).")] = None,
     correlation_id: Annotated[str | None, typer.Option("--correlation-id")] = None,
     as_json: JsonOption = False,
+    server: ServerOption = None,
 ) -> None:
-    """Start a workflow by publishing a start event."""
+    """Start a workflow."""
     payload = _json_arg(input, "--input")
-    started = _client_call(
-        lambda client: client.start_workflow(
+    started = _with_backend(
+        server,
+        lambda backend: backend.start(
             name, payload, workflow_id=workflow_id, version=version, correlation_id=correlation_id
-        )
+        ),
     )
     if as_json:
         print(json.dumps({"workflowId": started}))
@@ -227,23 +336,24 @@ def signal(
     status: Annotated[
         str, typer.Option(help="COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")
     ] = "COMPLETED",
+    server: ServerOption = None,
 ) -> None:
     """Complete (or fail) a WAIT task by its reference name."""
-    from shared.models.runtime import TaskStatus
-
     payload = _json_arg(data, "--data")
     try:
         task_status = TaskStatus(status)
     except ValueError:
         _fail(f"unknown status {status!r}", "use COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")
-    _client_call(lambda client: client.signal(workflow_id, task_ref, payload, task_status))
+    _with_backend(server, lambda backend: backend.signal(workflow_id, task_ref, payload, task_status))
     console.print(f"signalled [bold]{task_ref}[/] of [cyan]{workflow_id}[/]")
 
 
 @app.command()
-def terminate(workflow_id: str, reason: Annotated[str | None, typer.Option()] = None) -> None:
+def terminate(
+    workflow_id: str, reason: Annotated[str | None, typer.Option()] = None, server: ServerOption = None
+) -> None:
     """Terminate a running workflow."""
-    _client_call(lambda client: client.terminate(workflow_id, reason))
+    _with_backend(server, lambda backend: backend.terminate(workflow_id, reason))
     console.print(f"terminate sent for [cyan]{workflow_id}[/]")
 
 
@@ -254,6 +364,7 @@ STATUS_STYLE = {
     "IN_PROGRESS": "yellow",
     "FAILED": "red",
     "FAILED_WITH_TERMINAL_ERROR": "red",
+    "TIMED_OUT": "red",
     "TERMINATED": "magenta",
     "CANCELED": "magenta",
 }
@@ -264,54 +375,78 @@ def _styled(status: str) -> str:
 
 
 @app.command()
-def status(workflow_id: str, as_json: JsonOption = False) -> None:
+def status(workflow_id: str, as_json: JsonOption = False, server: ServerOption = None) -> None:
     """Show a workflow and its task executions."""
-    from services.common import mongo_store
-
-    async def fetch() -> tuple[Any, list[Any]]:
-        store = await mongo_store(CairnSettings())
-        try:
-            document = await store.load_workflow(workflow_id)
-            tasks = await store.list_tasks(workflow_id) if document else []
-            return document, tasks
-        finally:
-            await store.close()
-
-    document, tasks = _run(fetch)
-    if document is None:
-        _fail(f"workflow {workflow_id!r} not found", "check the id; `cairn start` prints it")
-    state = document.state
-    # The document is authoritative; a task record newer than it belongs to an uncommitted decision.
-    current = {task.task_id: task for task in state.tasks.values()}
-    history = [current.get(t.task_id, t) for t in tasks if t.workflow_version <= document.version]
+    workflow = _with_backend(server, lambda backend: backend.workflow(workflow_id))
+    if workflow is None:
+        _fail(
+            f"workflow {workflow_id!r} not found",
+            "check the id; `cairn start` prints it, `cairn ls` lists them",
+        )
+        return
     if as_json:
-        body = state.to_json_dict()
-        body.pop("tasks", None)
-        body["tasks"] = [t.to_json_dict() for t in history]
-        body["version"] = document.version
-        print(json.dumps(body))
+        print(json.dumps(workflow))
         return
     console.print(
-        f"[bold]{state.workflow_name}[/] v{state.workflow_version}  [cyan]{state.workflow_id}[/]  "
-        f"{_styled(state.status.value)}"
+        f"[bold]{workflow['workflowName']}[/] v{workflow['workflowVersion']}  [cyan]{workflow_id}[/]  "
+        f"{_styled(workflow['status'])}"
     )
-    if state.reason_for_incompletion:
-        console.print(f"reason: {state.reason_for_incompletion}")
-    console.print(f"input:  {json.dumps(state.input)}")
-    if state.status.is_terminal:
-        console.print(f"output: {json.dumps(state.output)}")
-    table = Table("seq", "ref", "type", "status", "attempt", "output", "updated")
-    for task in history:
+    if workflow.get("reasonForIncompletion"):
+        console.print(f"reason: {workflow['reasonForIncompletion']}")
+    console.print(f"input:  {json.dumps(workflow['input'])}")
+    if workflow["status"] != "RUNNING":
+        console.print(f"output: {json.dumps(workflow['output'])}")
+    table = _table("seq", "ref", "type", "status", "attempt", "output", "updated")
+    for task in workflow["tasks"]:
         table.add_row(
-            str(task.seq),
-            task.reference_task_name,
-            task.task_type,
-            _styled(task.status.value),
-            str(task.retry_count),
-            json.dumps(task.output_data)[:60],
-            _when(task.update_time),
+            str(task["seq"]),
+            task["referenceTaskName"],
+            task["taskType"],
+            _styled(task["status"]),
+            str(task["retryCount"]),
+            json.dumps(task["outputData"])[:60],
+            _when(task["updateTime"]),
         )
     console.print(table)
+
+
+@app.command("ls")
+def list_workflows(
+    status: Annotated[str | None, typer.Option(help="RUNNING, COMPLETED, FAILED, TERMINATED, …")] = None,
+    name: Annotated[str | None, typer.Option(help="Workflow name.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    as_json: JsonOption = False,
+    server: ServerOption = None,
+) -> None:
+    """List workflow executions, most recently updated first."""
+    try:
+        wanted = WorkflowStatus(status.upper()) if status else None
+    except ValueError:
+        _fail(f"unknown status {status!r}", f"use one of {', '.join(s.value for s in WorkflowStatus)}")
+        return
+    found = _with_backend(server, lambda backend: backend.workflows(status=wanted, name=name, limit=limit))
+    if as_json:
+        print(json.dumps(found))
+        return
+    table = _table("workflow", "name", "status", "started", "took", "output / reason")
+    for summary in found:
+        took = f"{summary['executionTime'] / 1000:.2f}s" if summary["endTime"] else "-"
+        detail = (
+            summary["output"]
+            if summary["status"] == "COMPLETED"
+            else summary.get("reasonForIncompletion") or ""
+        )
+        table.add_row(
+            summary["workflowId"],
+            f"{summary['workflowType']} v{summary['version']}",
+            _styled(summary["status"]),
+            _when(summary["startTime"]),
+            took,
+            (detail or "")[:60],
+        )
+    console.print(table)
+    if not found:
+        err.print("[dim]no workflows match[/]")
 
 
 @app.command()
@@ -319,56 +454,51 @@ def watch(
     workflow_ids: Annotated[list[str], typer.Argument(help="Workflow ids to follow.")],
     within: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 120.0,
     as_json: JsonOption = False,
+    server: ServerOption = None,
 ) -> None:
     """Follow workflows until they finish: a progress bar, then a table of outcomes."""
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from services.common import mongo_store
-
-    async def follow() -> dict[str, Any]:
-        store = await mongo_store(CairnSettings())
-        finished: dict[str, Any] = {}
+    async def follow(backend: Backend) -> dict[str, dict[str, Any]]:
+        finished: dict[str, dict[str, Any]] = {}
         deadline = time.monotonic() + within
-        try:
-            with Progress(
-                TextColumn("[bold]workflows"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                disable=as_json,
-            ) as progress:
-                bar = progress.add_task("run", total=len(workflow_ids))
-                while len(finished) < len(workflow_ids) and time.monotonic() < deadline:
-                    pending = [wid for wid in workflow_ids if wid not in finished]
-                    for wid, document in (await store.load_workflows(pending)).items():
-                        if document.state.status.is_terminal:
-                            finished[wid] = document.state
-                    progress.update(bar, completed=len(finished))
-                    if len(finished) < len(workflow_ids):
-                        await asyncio.sleep(0.3)
-            return finished
-        finally:
-            await store.close()
+        with Progress(
+            TextColumn("[bold]workflows"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            disable=as_json,
+        ) as progress:
+            bar = progress.add_task("run", total=len(workflow_ids))
+            while len(finished) < len(workflow_ids) and time.monotonic() < deadline:
+                for wid in [w for w in workflow_ids if w not in finished]:
+                    workflow = await backend.workflow(wid, include_tasks=False)
+                    if workflow is not None and workflow["status"] not in ("RUNNING", "PAUSED"):
+                        finished[wid] = workflow
+                progress.update(bar, completed=len(finished))
+                if len(finished) < len(workflow_ids):
+                    await asyncio.sleep(0.3)
+        return finished
 
-    finished = _run(follow)
+    finished = _with_backend(server, follow)
     missing = [wid for wid in workflow_ids if wid not in finished]
     if as_json:
-        print(
-            json.dumps(
-                {wid: state.to_json_dict() for wid, state in finished.items()} | {"unfinished": missing}
-            )
-        )
+        print(json.dumps(finished | {"unfinished": missing}))
     else:
-        table = Table("workflow", "status", "took", "output / reason")
-        for wid, state in finished.items():
-            detail = json.dumps(state.output) if state.status.is_successful else state.reason_for_incompletion
+        table = _table("workflow", "status", "took", "output / reason")
+        for wid, workflow in finished.items():
+            detail = (
+                json.dumps(workflow["output"])
+                if workflow["status"] == "COMPLETED"
+                else workflow["reasonForIncompletion"]
+            )
             table.add_row(
                 wid,
-                _styled(state.status.value),
-                f"{(state.end_time - state.create_time) / 1000:.2f}s",
+                _styled(workflow["status"]),
+                f"{(workflow['endTime'] - workflow['createTime']) / 1000:.2f}s",
                 detail,
             )
         console.print(table)

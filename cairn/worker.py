@@ -86,6 +86,8 @@ async def execute(spec: WorkerSpec, task: TaskMessage, worker_id: str) -> TaskRe
         status, reason = TaskStatus.FAILED_WITH_TERMINAL_ERROR, str(error) or type(error).__name__
     except Exception as error:
         status, reason = TaskStatus.FAILED, f"{type(error).__name__}: {error}"
+    if status is not TaskStatus.COMPLETED:
+        log.info("task %s (%s) %s: %s", task.task_id, spec.task_type, status, reason)
     return TaskResult(
         id=f"result:{task.task_id}:{task.poll_count}",
         workflow_instance_id=task.workflow_instance_id,
@@ -122,7 +124,7 @@ class WorkerRunner:
         for spec in self.workers:
             self.bus.subscribe(
                 [self.topics.tasks(spec.task_type)],
-                f"cairn-workers.{spec.task_type}",
+                self.topics.workers(spec.task_type),
                 self._handler(spec),
                 max_batch=self.concurrency,
             )
@@ -148,14 +150,6 @@ class WorkerRunner:
             ):
                 result = await execute(spec, task, self.worker_id)
                 headers = telemetry.inject()
-        if result.status is not TaskStatus.COMPLETED:
-            log.info(
-                "task %s (%s) %s: %s",
-                task.task_id,
-                spec.task_type,
-                result.status,
-                result.reason_for_incompletion,
-            )
         return outgoing(self.topics.task_result, result, task.workflow_instance_id, headers)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -1,49 +1,35 @@
 #!/usr/bin/env bash
-# Cairn's main job on this machine, from a fresh clone: install, start real Kafka + FerretDB,
-# run the four services and the example workers as separate processes, register the example
-# workflow, start a handful of orders and watch them complete. Everything stops at the end.
+# Cairn's main job on its embedded default, from a fresh clone: install, start `cairn dev` (one
+# process, state in one SQLite file, no Kafka or MongoDB needed), run the example workers over
+# HTTP, register the example workflow, start a handful of orders and watch them complete.
+# Everything it started stops at the end. (scripts/demo_kafka.sh runs the same on Kafka + FerretDB.)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
 export PATH="$root/.venv/bin:$PATH"
+unset CAIRN_KAFKA_BOOTSTRAP CAIRN_MONGO_URL
 
 run_dir="$(mktemp -d "${TMPDIR:-/tmp}/cairn-demo.XXXXXX")"
+port="${CAIRN_API_PORT:-$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
+export CAIRN_SERVER="http://127.0.0.1:$port" CAIRN_LOG_LEVEL=WARNING
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    CAIRN_LOCAL_STATE="$run_dir/state.env" bash deploy/local/down.sh || true
 }
 trap cleanup EXIT
 
-echo "== starting Kafka and FerretDB (first run installs them: a few minutes)"
-exports="$(CAIRN_LOCAL_STATE="$run_dir/state.env" CAIRN_LOCAL_RUN_DIR="$run_dir" bash deploy/local/up.sh)"
-eval "$exports"
-export CAIRN_KAFKA_BOOTSTRAP CAIRN_MONGO_URL CAIRN_LOG_LEVEL=WARNING
+echo "== cairn dev --db $run_dir/cairn-dev.db --port $port"
+cairn dev --db "$run_dir/cairn-dev.db" --port "$port" 2>"$run_dir/dev.log" &
+pids+=($!)
+healthy() { python -c 'import sys, httpx; httpx.get(sys.argv[1] + "/health").raise_for_status()' "$CAIRN_SERVER" 2>/dev/null; }
+for _ in $(seq 100); do healthy && break; sleep 0.1; done
+healthy || { echo "cairn dev did not start:"; cat "$run_dir/dev.log"; exit 1; }
+cat "$run_dir/dev.log"
 
-echo "== starting services: decider scheduler timer sweeper + example workers (logs in $run_dir)"
-for service in decider scheduler timer sweeper; do
-    cairn run "$service" >"$run_dir/$service.log" 2>&1 &
-    pids+=($!)
-done
+echo "== cairn worker examples.workers (HTTP long polling; log in $run_dir/worker.log)"
 cairn worker examples.workers >"$run_dir/worker.log" 2>&1 &
 pids+=($!)
 
-echo "== cairn def register examples/order_pipeline.json"
-cairn def register examples/order_pipeline.json
-
-echo "== starting 5 orders"
-ids=()
-items=('["book"]' '["book","pen"]' '["lamp"]' '["pen","pen","lamp"]' '["book","lamp"]')
-for n in 0 1 2 3 4; do
-    id="order-$n-$RANDOM"
-    cairn start order_pipeline --id "$id" \
-        --input "{\"orderId\": \"$id\", \"items\": ${items[$n]}, \"email\": \"buyer$n@example.com\"}"
-    ids+=("$id")
-done
-
-echo "== cairn watch (charge_card fails 20% of the time and is retried with backoff)"
-cairn watch "${ids[@]}" --within 120
-echo "== cairn status ${ids[0]}"
-cairn status "${ids[0]}"
+source scripts/demo_orders.sh

@@ -5,6 +5,8 @@ from __future__ import annotations
 from shared.adapters.kafka_bus import KafkaBus
 from shared.adapters.mongo_store import MongoStore
 from shared.config import CairnSettings
+from shared.ports.bus import Bus
+from shared.ports.store import Store
 
 
 def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
@@ -25,5 +27,19 @@ async def service_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
 
 async def mongo_store(settings: CairnSettings) -> MongoStore:
     store = MongoStore(settings.mongo_url, settings.mongo_db)
+    await store.open()
+    return store
+
+
+def embedded_bus(path: str, settings: CairnSettings) -> Bus:
+    from shared.adapters.embedded_bus import EmbeddedBus
+
+    return EmbeddedBus(path, partitions=settings.kafka_partitions, client_id="cairn-dev")
+
+
+async def sqlite_store(path: str) -> Store:
+    from shared.adapters.sqlite_store import SqliteStore
+
+    store = SqliteStore(path)
     await store.open()
     return store

@@ -16,7 +16,7 @@ log = logging.getLogger("cairn")
 
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("aiokafka", "faststream", "pymongo"):
+    for noisy in ("aiokafka", "faststream", "pymongo", "httpx", "httpcore", "uvicorn"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

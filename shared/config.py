@@ -40,6 +40,16 @@ class CairnSettings(BaseSettings):
     timer_lease_s: float = Field(
         30.0, description="How long a claimed timer is held before another replica may fire it."
     )
+    api_host: str = Field("127.0.0.1", description="Address the api listens on.")
+    api_port: int = Field(8080, description="Port the api listens on.")
+    api_poll_idle_close_s: float = Field(
+        120.0,
+        description="A task type no HTTP worker polled for this long is handed back to bus workers.",
+    )
+    dev_db: str = Field("cairn-dev.db", description="State file of `cairn dev` (embedded store and bus).")
+    server: str | None = Field(
+        None, description="URL of a Cairn api (http://127.0.0.1:8080); the CLI and workers then use HTTP."
+    )
     worker_concurrency: int = Field(10, description="Tasks a worker process runs at once.")
     otlp_endpoint: str | None = Field(
         None, description="OTLP/HTTP endpoint; tracing export is off when unset."

@@ -51,6 +51,15 @@ class Topics:
     def dead_letter(self) -> str:
         return f"{self.prefix}deadletter"
 
+    def group(self, name: str) -> str:
+        """A consumer group name under the same prefix, so two Cairn deployments (or test runs)
+        sharing a Kafka cluster never share a group."""
+        return f"{self.prefix}{name}"
+
+    def workers(self, task_type: str) -> str:
+        """The consumer group of a task type's workers, bus and HTTP alike."""
+        return self.group(f"workers.{task_type}")
+
     def tasks(self, task_type: str) -> str:
         """The topic workers of one task type consume."""
         return f"{self.prefix}tasks.{task_type}"

@@ -10,6 +10,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -78,7 +79,36 @@ async def mongo_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
 
 
 @pytest.fixture
-async def fresh_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
+async def mongo_fresh_store(mongo_url: str, unique: str) -> AsyncIterator[object]:
     """A second adapter on the same database, as another process would see it."""
     async for store in _mongo_store(mongo_url, unique):
+        yield store
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> str:
+    """The SQLite file a test's adapters share; it needs no server."""
+    return str(tmp_path / "cairn.db")
+
+
+async def _sqlite_store(path: str) -> AsyncIterator[object]:
+    from shared.adapters.sqlite_store import SqliteStore
+
+    store = SqliteStore(path)
+    await store.open()
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def sqlite_store(sqlite_path: str) -> AsyncIterator[object]:
+    async for store in _sqlite_store(sqlite_path):
+        yield store
+
+
+@pytest.fixture
+async def sqlite_fresh_store(sqlite_path: str) -> AsyncIterator[object]:
+    """A second adapter (its own connection and caches) on the same file, as another process
+    would see it."""
+    async for store in _sqlite_store(sqlite_path):
         yield store

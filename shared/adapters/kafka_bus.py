@@ -8,11 +8,17 @@ exception escaping it (a commit refused after a rebalance would otherwise leave 
 looks alive and consumes nothing); a refused commit only means the batch is delivered again. Bodies
 are handed over as raw bytes — parsing (and dead-lettering what does not parse) is the caller's
 job, so a malformed message can never wedge the consumer inside the framework.
+
+Subscriptions added while the broker runs (`add_subscription`) are FastStream subscribers
+registered as non-persistent and started on their own (`subscriber.start()`); `close()` stops
+just that subscriber: FastStream waits for its in-flight batch, then stops its aiokafka consumer,
+which leaves the group, so the broker hands its partitions to the remaining members at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -22,8 +28,9 @@ from aiokafka.errors import TopicAlreadyExistsError
 from faststream import AckPolicy, Context
 from faststream.kafka import KafkaBroker
 from faststream.kafka.message import KafkaMessage
+from faststream.kafka.subscriber.usecase import BatchSubscriber
 
-from shared.ports.bus import BatchHandler, Outgoing, Received
+from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +50,13 @@ async def _settle(action: Any, what: str) -> None:
         )
 
 
+async def _pause(seconds: float, closing: asyncio.Event) -> None:
+    """Back off before a redelivery, but not past a close: shutdown is not held up by a backoff."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await closing.wait()
+
+
 def _received(record: Any) -> Received:
     headers = {name: value.decode("utf-8", "replace") for name, value in (record.headers or ())}
     key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else record.key
@@ -54,6 +68,28 @@ def _received(record: Any) -> Received:
         partition=record.partition,
         offset=record.offset,
     )
+
+
+class _KafkaSubscription:
+    """A subscriber added at run time; closing it stops only its consumer."""
+
+    def __init__(self, bus: KafkaBus, subscriber: BatchSubscriber, closing: asyncio.Event) -> None:
+        self._bus = bus
+        self._subscriber = subscriber
+        self.closing = closing
+        self._closed = False
+
+    async def close(self) -> None:
+        """Finish the in-flight batch (FastStream's graceful wait), then stop the consumer: it
+        leaves the group, and the other members are assigned its partitions."""
+        if self._closed:
+            return
+        self._closed = True
+        self.closing.set()
+        try:
+            await self._subscriber.stop()
+        finally:
+            self._bus._forget(self)
 
 
 class KafkaBus:
@@ -78,12 +114,33 @@ class KafkaBus:
             logger=logging.getLogger("cairn.kafka"),  # through the service's logging setup
             log_level=logging.DEBUG,  # per-message access logs; errors still log as errors
         )
-        self._started = False
+        self._started = False  # connected (publishing may connect without consuming)
+        self._consuming = False  # subscribers started
         self._connecting = asyncio.Lock()  # concurrent first publishes connect once
+        self._dynamic: set[_KafkaSubscription] = set()
+        self._closing: list[asyncio.Event] = []  # one per subscriber: cuts its backoff short
 
     def subscribe(
         self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
     ) -> None:
+        """Register a batch subscriber; it starts with the broker."""
+        self._register(topics, group, handler, max_batch, persistent=True)
+
+    async def add_subscription(
+        self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
+    ) -> Subscription:
+        """Join `group` now (or with `start`, if the bus is not consuming yet)."""
+        subscriber, closing = self._register(topics, group, handler, max_batch, persistent=False)
+        subscription = _KafkaSubscription(self, subscriber, closing)
+        # The broker holds non-persistent subscribers weakly; the bus keeps them until closed.
+        self._dynamic.add(subscription)
+        if self._consuming:
+            await subscriber.start()
+        return subscription
+
+    def _register(
+        self, topics: Sequence[str], group: str, handler: BatchHandler, max_batch: int, *, persistent: bool
+    ) -> tuple[BatchSubscriber, asyncio.Event]:
         subscriber = self._broker.subscriber(
             *topics,
             group_id=group,
@@ -94,7 +151,10 @@ class KafkaBus:
             auto_offset_reset="earliest",
             ack_policy=AckPolicy.MANUAL,
             decoder=_raw_decoder,
+            persistent=persistent,
         )
+        closing = asyncio.Event()
+        self._closing.append(closing)
         failures = 0
 
         async def on_batch(body: Any, message: KafkaMessage = Context("message")) -> None:
@@ -109,22 +169,35 @@ class KafkaBus:
                 # turned into a hot loop.
                 delay = min(0.1 * 2 ** min(failures, 6), 5.0)
                 log.exception("handler for %s failed; batch will be redelivered in %.1fs", topics, delay)
-                await asyncio.sleep(delay)
+                await _pause(delay, closing)
                 await _settle(message.nack, "rewind")
                 return
             failures = 0
             await _settle(message.ack, "commit")
 
         subscriber(on_batch)
+        return subscriber, closing
+
+    def _forget(self, subscription: _KafkaSubscription) -> None:
+        self._dynamic.discard(subscription)
+        if subscription.closing in self._closing:
+            self._closing.remove(subscription.closing)
 
     async def start(self) -> None:
+        for closing in self._closing:
+            closing.clear()
         await self._broker.start()
         self._started = True
+        self._consuming = True
 
     async def stop(self) -> None:
+        for closing in self._closing:
+            closing.set()
+        self._consuming = False
         if self._started:
             self._started = False
-            await self._broker.stop()
+            await self._broker.stop()  # stops the dynamic subscribers too, while still referenced
+        self._dynamic.clear()
 
     async def publish(self, messages: Sequence[Outgoing]) -> None:
         if not messages:

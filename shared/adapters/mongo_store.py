@@ -22,7 +22,8 @@ Definition snapshots are stored once each, content-addressed, in `workflow_snaps
 documents refer to theirs by id, which keeps every document and commit record small.
 
 Task records are history: one per execution, written when it reaches a terminal state (live
-executions are in the workflow document). Timers are upserts; timer claims are fenced by insert.
+executions are in the workflow document, whose top-level `taskIds` lists them for
+`find_task_workflow`). Timers are upserts; timer claims and task claims are fenced by insert.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> d
     # Top-level copies of what queries filter on; the nested state stays the source of truth.
     data["status"] = document.state.status.value
     data["name"] = document.state.workflow_name
+    data["taskIds"] = [task.task_id for task in document.state.tasks.values()]  # multikey index
     return data
 
 
@@ -98,6 +100,7 @@ class SnapshotCache:
     async def store(self, definitions: Sequence[WorkflowDef | None]) -> list[str | None]:
         ids: list[str | None] = []
         new: dict[str, dict[str, Any]] = {}
+        seen: list[tuple[str, WorkflowDef]] = []
         for definition in definitions:
             if definition is None:
                 ids.append(None)
@@ -110,9 +113,12 @@ class SnapshotCache:
             snapshot_id = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
             if snapshot_id not in self._by_id:
                 new[snapshot_id] = {"_id": snapshot_id, "definition": body}
-            self._remember(snapshot_id, definition)
+            seen.append((snapshot_id, definition))
             ids.append(snapshot_id)
         await _insert_all(self._collection, list(new.values()))  # duplicates: stored before
+        # Remembered only once stored: after a failed insert, the retried commit inserts again.
+        for snapshot_id, definition in seen:
+            self._remember(snapshot_id, definition)
         return ids
 
     async def get(self, snapshot_id: str) -> WorkflowDef:
@@ -145,6 +151,7 @@ class MongoStore:
         self._tasks = db["tasks"]
         self._timers = db["timers"]
         self._timer_claims = db["timer_claims"]
+        self._task_claims = db["task_claims"]
         self._workflow_defs = db["workflow_defs"]
         self._task_defs = db["task_defs"]
         self._snapshots = SnapshotCache(db["workflow_snapshots"])
@@ -154,8 +161,14 @@ class MongoStore:
         info = await self._client.admin.command("buildInfo")
         # FerretDB 1.x runs conditional updates as read-then-write: neither atomic nor indexed.
         self._atomic_updates = "ferretdbVersion" not in info
+        # Equality filters first, then updatedAt: list_workflows (newest first) and the sweeper.
+        await self._workflows.create_index([("updatedAt", DESCENDING)])
         await self._workflows.create_index([("status", ASCENDING), ("updatedAt", ASCENDING)])
-        await self._workflows.create_index([("name", ASCENDING), ("status", ASCENDING)])
+        await self._workflows.create_index([("name", ASCENDING), ("updatedAt", DESCENDING)])
+        await self._workflows.create_index(
+            [("name", ASCENDING), ("status", ASCENDING), ("updatedAt", DESCENDING)]
+        )
+        await self._workflows.create_index([("taskIds", ASCENDING)])
         await self._commits.create_index([("workflowId", ASCENDING), ("version", DESCENDING)])
         await self._commits.create_index([("updatedAt", ASCENDING)])
         await self._outbox_pending.create_index([("since", ASCENDING)])
@@ -208,21 +221,46 @@ class MongoStore:
     async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
         # One `{_id: x}` lookup each, concurrently: the only filter FerretDB answers from an index
         # (any other filter, `$in` included, scans the collection — fine for the small marker set).
-        documents, markers = await asyncio.gather(
+        documents, unsent = await asyncio.gather(
             asyncio.gather(*(self._workflows.find_one({"_id": wid}) for wid in workflow_ids)),
-            self._outbox_pending.find({"workflowId": {"$in": list(workflow_ids)}}).to_list(),
+            self._unsent_outboxes(workflow_ids),
         )
-        unsent = {(m["workflowId"], m["version"]) for m in markers}
         found: dict[str, WorkflowDocument] = {}
         for data in documents:
-            if data is None:
-                continue
-            if (data["_id"], data["version"]) not in unsent:
-                data["outbox"] = []  # published already
-            found[data["_id"]] = await self._from_mongo(data)
+            if data is not None:
+                found[data["_id"]] = await self._from_mongo(data, unsent)
         return found
 
-    async def _from_mongo(self, data: dict[str, Any]) -> WorkflowDocument:
+    async def _unsent_outboxes(self, workflow_ids: Sequence[str]) -> set[tuple[str, int]]:
+        """(workflow id, version) of each committed outbox among `workflow_ids` not yet sent."""
+        markers = await self._outbox_pending.find({"workflowId": {"$in": list(workflow_ids)}}).to_list()
+        return {(m["workflowId"], m["version"]) for m in markers}
+
+    async def list_workflows(
+        self, *, status: WorkflowStatus | None = None, name: str | None = None, limit: int = 100
+    ) -> list[WorkflowDocument]:
+        """Newest `updatedAt` first, served by the (name?, status?, updatedAt) indexes."""
+        query: dict[str, Any] = {}
+        if status is not None:
+            query["status"] = status.value
+        if name is not None:
+            query["name"] = name
+        found = await self._workflows.find(query, sort=[("updatedAt", DESCENDING)], limit=limit).to_list()
+        unsent = await self._unsent_outboxes([data["_id"] for data in found])
+        return [await self._from_mongo(data, unsent) for data in found]
+
+    async def find_task_workflow(self, task_id: str) -> str | None:
+        """History first (a lookup by `_id`), then live executions through the `taskIds`
+        multikey index (on FerretDB that filter scans the collection; fine for an API read)."""
+        record = await self._tasks.find_one({"_id": task_id}, {"workflowInstanceId": 1})
+        if record is not None:
+            return str(record["workflowInstanceId"])
+        holder = await self._workflows.find_one({"taskIds": task_id}, {"_id": 1})
+        return None if holder is None else str(holder["_id"])
+
+    async def _from_mongo(self, data: dict[str, Any], unsent: set[tuple[str, int]]) -> WorkflowDocument:
+        if (data["_id"], data["version"]) not in unsent:
+            data["outbox"] = []  # published already
         document = WorkflowDocument.model_validate(data)
         if data.get("snapshotId"):
             document.definition = await self._snapshots.get(data["snapshotId"])
@@ -310,6 +348,15 @@ class MongoStore:
             if current is not None and current["version"] < newest["version"]:
                 await self._workflows.replace_one(self._materialise_filter(newest), newest)
 
+    async def remove_workflow(self, workflow_id: str) -> bool:
+        """The read model goes last: while it exists, a concurrent reader still sees a whole
+        execution; fences go too, so a roll-forward cannot bring the execution back."""
+        await self._tasks.delete_many({"workflowInstanceId": workflow_id})
+        await self._outbox_pending.delete_many({"workflowId": workflow_id})
+        await self._commits.delete_many({"workflowId": workflow_id})
+        result = await self._workflows.delete_one({"_id": workflow_id})
+        return bool(result.deleted_count)
+
     async def mark_outboxes_sent(self, published: Sequence[tuple[str, int]]) -> None:
         if published:
             await self._outbox_pending.delete_many(
@@ -356,6 +403,38 @@ class MongoStore:
     async def list_tasks(self, workflow_id: str) -> list[TaskState]:
         cursor = self._tasks.find({"workflowInstanceId": workflow_id}, sort=[("seq", ASCENDING)])
         return [TaskState.model_validate(data) async for data in cursor]
+
+    async def claim_task(self, task_id: str, worker_id: str, now: int, lease_ms: int) -> bool:
+        """A claim is the insert of `<taskId>@<claimUntil of the claim it replaces>` (`@0` for
+        the first): unique per lease generation, so of several claimers that saw the same
+        expired (or no) claim exactly one inserts it. Conditional updates would not do: FerretDB
+        does not run them atomically (docs/architecture.md).
+
+        The claims of one execution form a chain (each record's `claimUntil` names the next
+        one's `_id`), followed here by `_id` lookups only, which stay cheap however large the
+        collection grows. A claimer that dies after inserting leaves no half-done state: its
+        record is the claim. Records are not pruned: one per HTTP-polled execution, like task
+        records, and pruning a chain's head could let a stale claimer in beside a live claim."""
+        if lease_ms <= 0:
+            raise ValueError("claim_task: lease_ms must be positive")
+        replaces = 0
+        while (current := await self._task_claims.find_one({"_id": f"{task_id}@{replaces}"})) is not None:
+            if current["claimUntil"] > now:
+                return False  # a live claim, whoever holds it
+            replaces = current["claimUntil"]
+        try:
+            await self._task_claims.insert_one(
+                {
+                    "_id": f"{task_id}@{replaces}",
+                    "taskId": task_id,
+                    "workerId": worker_id,
+                    "claimUntil": now + lease_ms,
+                    "at": now,
+                }
+            )
+        except DuplicateKeyError:
+            return False  # another claimer took this generation first
+        return True
 
     # ---- timers ----
 

@@ -35,11 +35,25 @@ class Received:
 BatchHandler = Callable[[Sequence[Received]], Awaitable[None]]
 
 
+class Subscription(Protocol):
+    async def close(self) -> None:
+        """Leave the group: finish the in-flight batch, then stop; the group's other members
+        take over this member's partitions (unacknowledged messages are delivered again)."""
+        ...
+
+
 class Bus(Protocol):
     def subscribe(
         self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
     ) -> None:
         """Register a batch handler for a consumer group; call before `start`."""
+        ...
+
+    async def add_subscription(
+        self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
+    ) -> Subscription:
+        """Join a group while the bus is running (the api joins `tasks.<type>` groups when an HTTP
+        worker first polls that type); same delivery contract as `subscribe`."""
         ...
 
     async def start(self) -> None: ...

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
-from shared.models.runtime import TaskState
+from shared.models.runtime import TaskState, WorkflowStatus
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,28 @@ class Store(Protocol):
         """The existing documents among `workflow_ids`, by id."""
         ...
 
+    async def list_workflows(
+        self, *, status: WorkflowStatus | None = None, name: str | None = None, limit: int = 100
+    ) -> list[WorkflowDocument]:
+        """Executions filtered by status and/or workflow name, most recently updated first
+        (what `cairn ls` and `GET /api/workflow/running/{name}` show)."""
+        ...
+
+    async def find_task_workflow(self, task_id: str) -> str | None:
+        """The id of the workflow holding task execution `task_id` (live or in history), so an
+        API given only a task id can load its workflow."""
+        ...
+
     async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
         """Group commit. For each commit, first write its task records (idempotent upserts), then
         make its document current iff the stored version is still `expected_version` (0: the
         document must not exist yet). Result i is False when commit i lost to another writer:
         reload and decide again. Commits of different workflows never affect each other."""
+        ...
+
+    async def remove_workflow(self, workflow_id: str) -> bool:
+        """Delete an execution and its task history (Conductor's remove); True if it existed.
+        Callers remove only finished executions: nothing is left for the decider to drive."""
         ...
 
     async def mark_outboxes_sent(self, published: Sequence[tuple[str, int]]) -> None:
@@ -90,6 +107,13 @@ class Store(Protocol):
     async def get_task(self, task_id: str) -> TaskState | None: ...
     async def list_tasks(self, workflow_id: str) -> list[TaskState]:
         """Every execution of the workflow (retries included), in scheduling order."""
+        ...
+
+    async def claim_task(self, task_id: str, worker_id: str, now: int, lease_ms: int) -> bool:
+        """Hand task execution `task_id` to one poller. True for the first claim, or when the
+        previous claim's lease has run out; False while another claim (any worker's) is live.
+        This is what keeps two HTTP pollers, on one api instance or several, from receiving the
+        same execution when the bus delivers its message twice."""
         ...
 
     # ---- timers ----

@@ -1,4 +1,6 @@
-"""The bus port's contract on real brokers (Kafka here; the embedded bus joins it)."""
+"""The bus port's contract. Every adapter runs this same suite: Kafka (a real broker, see
+deploy/local/up.sh) and the embedded bus (one SQLite file per test under tmp_path, shared by every
+bus instance of the test, as by the processes of one `cairn dev` state file)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -18,15 +21,41 @@ from shared.models.messages import DECIDER_INBOUND, StartWorkflow
 from shared.ports.bus import Bus, Outgoing, Received
 from shared.topics import Topics
 
-pytestmark = pytest.mark.integration
+ADAPTERS = [pytest.param("kafka", marks=pytest.mark.integration), "embedded"]
+
+# Small, so a killed member's partitions are taken over quickly; still many heartbeats long.
+EMBEDDED_SESSION_TIMEOUT_S = 1.5
+
+
+@pytest.fixture(params=ADAPTERS)
+def adapter(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
-def make_bus(kafka_bootstrap: str) -> Callable[[], Bus]:
-    from shared.adapters.kafka_bus import KafkaBus
+def bus_target(adapter: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the buses of this test meet: Kafka's bootstrap address, or the embedded bus's file."""
+    if adapter == "kafka":
+        return str(request.getfixturevalue("kafka_bootstrap"))
+    return str(tmp_path / "cairn.db")
 
+
+def open_bus(adapter: str, target: str, client_id: str) -> Bus:
+    if adapter == "kafka":
+        from shared.adapters.kafka_bus import KafkaBus
+
+        return KafkaBus(target, client_id=client_id, partitions=4)
+    from shared.adapters.embedded_bus import EmbeddedBus
+
+    return EmbeddedBus(
+        target, client_id=client_id, partitions=4, session_timeout_s=EMBEDDED_SESSION_TIMEOUT_S
+    )
+
+
+@pytest.fixture
+def make_bus(adapter: str, bus_target: str) -> Callable[[], Bus]:
     def make() -> Bus:
-        return KafkaBus(kafka_bootstrap, client_id="contract", partitions=4)
+        return open_bus(adapter, bus_target, "contract")
 
     return make
 
@@ -150,14 +179,15 @@ async def test_other_group_gets_everything_too(
 CONSUMER_THAT_HANGS = textwrap.dedent(
     """
     import asyncio, sys
-    from shared.adapters.kafka_bus import KafkaBus
+    from tests.contract.test_bus_contract import open_bus
 
     async def main():
-        bus = KafkaBus(sys.argv[1], client_id="doomed")
+        adapter, target, topic = sys.argv[1:4]
+        bus = open_bus(adapter, target, "doomed")
         async def handler(batch):
             print("GOT", len(batch), flush=True)
             await asyncio.sleep(3600)
-        bus.subscribe([sys.argv[2]], "g-crash", handler)
+        bus.subscribe([topic], "g-crash", handler)
         await bus.start()
         await asyncio.sleep(3600)
 
@@ -167,12 +197,17 @@ CONSUMER_THAT_HANGS = textwrap.dedent(
 
 
 async def test_messages_of_a_killed_consumer_are_redelivered(
-    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, kafka_bootstrap: str, producer: Bus
+    make_bus: Callable[[], Bus],
+    buses: list[Bus],
+    topics: Topics,
+    adapter: str,
+    bus_target: str,
+    producer: Bus,
 ) -> None:
     topic = topics.task_result
     await producer.publish([msg(topic, f"k{n}", n) for n in range(10)])
     doomed = subprocess.Popen(
-        [sys.executable, "-c", CONSUMER_THAT_HANGS, kafka_bootstrap, topic],
+        [sys.executable, "-c", CONSUMER_THAT_HANGS, adapter, bus_target, topic],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.getcwd()},
@@ -193,6 +228,53 @@ async def test_messages_of_a_killed_consumer_are_redelivered(
     survivor.subscribe([topic], "g-crash", handler)
     await survivor.start()
     await eventually(lambda: seen == set(range(10)), within_s=90)
+
+
+async def test_subscription_added_while_running_receives_messages(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, producer: Bus
+) -> None:
+    topic = topics.task_result
+    await producer.publish([msg(topic, f"k{n}", n) for n in range(10)])
+    seen: set[int] = set()
+
+    async def handler(batch: Sequence[Received]) -> None:
+        seen.update(json.loads(m.value)["n"] for m in batch)
+
+    consumer = make_bus()
+    buses.append(consumer)
+    await consumer.start()  # running, with no subscription yet
+    subscription = await consumer.add_subscription([topic], "g-dynamic", handler)
+    await producer.publish([msg(topic, f"k{n}", n) for n in range(10, 20)])
+    await eventually(lambda: seen == set(range(20)))
+    await subscription.close()
+
+
+async def test_closed_member_hands_its_partitions_to_the_rest_of_the_group(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics, producer: Bus
+) -> None:
+    topic = topics.task_result
+    leaving: list[int] = []  # seen by the member that closes; it never acknowledges anything
+    staying: set[int] = set()
+
+    async def never_acknowledges(batch: Sequence[Received]) -> None:
+        leaving.extend(json.loads(m.value)["n"] for m in batch)
+        raise RuntimeError("not acknowledged")
+
+    async def acknowledges(batch: Sequence[Received]) -> None:
+        staying.update(json.loads(m.value)["n"] for m in batch)
+
+    first, second = make_bus(), make_bus()
+    buses.extend([first, second])
+    await first.start()
+    await second.start()
+    subscription = await first.add_subscription([topic], "g-handover", never_acknowledges)
+    await second.add_subscription([topic], "g-handover", acknowledges)
+    await asyncio.sleep(3)  # let the group settle with two members
+    await producer.publish([msg(topic, f"key-{n}", n) for n in range(100)])
+    await eventually(lambda: bool(leaving))
+    await subscription.close()
+    await eventually(lambda: staying == set(range(100)))
+    assert set(leaving) <= staying
 
 
 async def test_poison_goes_to_dead_letter_and_next_message_is_processed(

@@ -1,4 +1,5 @@
-"""The store port's contract. Every adapter runs this same suite (MongoDB here; SQLite joins it)."""
+"""The store port's contract. Every adapter runs this same suite: MongoDB (a real server, see
+deploy/local/up.sh) and SQLite (a file under the test's tmp_path)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,24 @@ from shared.models.messages import WorkflowEvent
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
 from shared.ports.store import Commit, Store, commit_one
 
-pytestmark = pytest.mark.integration
+ADAPTERS = [pytest.param("mongo", marks=pytest.mark.integration), "sqlite"]
 
 
-@pytest.fixture(params=["mongo"])
-def store(request: pytest.FixtureRequest) -> Store:
+@pytest.fixture(params=ADAPTERS)
+def adapter(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(adapter: str, request: pytest.FixtureRequest) -> Store:
     """The adapter under test; each adapter's fixture lives in tests/conftest.py."""
-    return request.getfixturevalue(f"{request.param}_store")
+    return request.getfixturevalue(f"{adapter}_store")
+
+
+@pytest.fixture
+def fresh_store(adapter: str, request: pytest.FixtureRequest) -> Store:
+    """A second adapter of the same kind on the same database, as another process would see it."""
+    return request.getfixturevalue(f"{adapter}_fresh_store")
 
 
 def document(workflow_id: str = "wf-1", version: int = 1, **state: object) -> WorkflowDocument:
@@ -220,3 +232,134 @@ async def test_definition_snapshot_roundtrips_through_a_cold_reader(store: Store
     assert (await store.load_workflow("snap")).definition == definition  # type: ignore[union-attr]
     loaded = await fresh_store.load_workflows(["snap", "snap2"])  # another process: nothing cached
     assert loaded["snap"].definition == definition and loaded["snap2"].definition == definition
+
+
+async def test_definition_snapshot_of_a_losing_commit_does_not_go_missing(
+    store: Store, fresh_store: Store
+) -> None:
+    """The same definition object first rides on a commit that loses, then on one that wins: the
+    winner's snapshot must be readable by a process that has nothing cached."""
+    definition = WorkflowDef.model_validate(
+        {"name": "w", "version": 4, "tasks": [{"name": "a", "taskReferenceName": "a"}]}
+    )
+    assert await create(store, document("taken", version=1))
+    loser = document("taken", version=1)
+    loser.definition = definition
+    assert not await create(store, loser)
+    winner = document("later", version=1)
+    winner.definition = definition
+    assert await create(store, winner)
+    loaded = await fresh_store.load_workflow("later")
+    assert loaded is not None and loaded.definition == definition
+
+
+async def test_list_workflows_filters_and_orders_newest_first(store: Store) -> None:
+    specs = [
+        ("old", "w", WorkflowStatus.RUNNING, 100),
+        ("done", "w", WorkflowStatus.COMPLETED, 300),
+        ("other", "v", WorkflowStatus.RUNNING, 400),
+        ("new", "w", WorkflowStatus.RUNNING, 500),
+        ("mid", "v", WorkflowStatus.FAILED, 200),
+    ]
+    for workflow_id, name, status, updated_at in specs:
+        doc = document(workflow_id, status=status)
+        doc.state.workflow_name = name
+        doc.updated_at = updated_at
+        assert await create(store, doc)
+
+    async def listed(**filters: object) -> list[str]:
+        return [d.workflow_id for d in await store.list_workflows(**filters)]  # type: ignore[arg-type]
+
+    assert await listed() == ["new", "other", "done", "mid", "old"]
+    assert await listed(limit=2) == ["new", "other"]
+    assert await listed(status=WorkflowStatus.RUNNING) == ["new", "other", "old"]
+    assert await listed(name="w") == ["new", "done", "old"]
+    assert await listed(name="w", status=WorkflowStatus.RUNNING, limit=1) == ["new"]
+    assert await listed(name="v", status=WorkflowStatus.COMPLETED) == []
+    assert await listed(name="nope") == []
+    # A commit moves a workflow to the front and into its new status.
+    assert await commit_one(store, document("old", version=2, status=WorkflowStatus.COMPLETED), 1)
+    moved = await store.list_workflows(status=WorkflowStatus.COMPLETED)
+    assert [(d.workflow_id, d.version) for d in moved] == [("old", 2), ("done", 1)]
+    # Listed documents are what load_workflow returns.
+    [newest] = await store.list_workflows(name="w", status=WorkflowStatus.RUNNING, limit=1)
+    assert newest == await store.load_workflow("new")
+
+
+async def test_find_task_workflow_live_and_history(store: Store, fresh_store: Store) -> None:
+    live = document("wf-live", tasks={"r1": task("live-1", 1, "wf-live")})
+    assert await create(store, live)
+    assert await store.find_task_workflow("live-1") == "wf-live"
+    # A later commit adds an execution, and records a finished one as history.
+    finished = task("live-1", 1, "wf-live", status=TaskStatus.COMPLETED)
+    second = document("wf-live", version=2, tasks={"r1": finished, "r2": task("live-2", 2, "wf-live")})
+    [won] = await store.commit_workflows([Commit(second, 1, [finished])])
+    assert won
+    assert await store.find_task_workflow("live-1") == "wf-live"
+    assert await store.find_task_workflow("live-2") == "wf-live"
+    # History only: a retried execution no longer in the document.
+    await store.upsert_tasks([task("hist-1", 1, "wf-hist", status=TaskStatus.FAILED)])
+    assert await store.find_task_workflow("hist-1") == "wf-hist"
+    assert await store.find_task_workflow("absent") is None
+    # Another process sees the same.
+    assert await fresh_store.find_task_workflow("live-2") == "wf-live"
+    assert await fresh_store.find_task_workflow("hist-1") == "wf-hist"
+
+
+async def test_remove_workflow_deletes_execution_and_history(store: Store, fresh_store: Store) -> None:
+    first = document("wf-gone", tasks={"r1": task("gone-1", 1, "wf-gone")})
+    assert await create(store, first)
+    done = task("gone-1", 1, "wf-gone", status=TaskStatus.COMPLETED)
+    final = document("wf-gone", version=2, status=WorkflowStatus.COMPLETED, tasks={"r1": done})
+    assert (await store.commit_workflows([Commit(final, 1, [done])])) == [True]
+    assert await create(store, document("wf-kept"))
+
+    assert await store.remove_workflow("wf-gone")
+    assert await fresh_store.load_workflow("wf-gone") is None
+    assert await fresh_store.list_tasks("wf-gone") == []
+    assert await fresh_store.find_task_workflow("gone-1") is None
+    assert not await store.remove_workflow("wf-gone"), "removing twice reports nothing removed"
+    assert await fresh_store.load_workflow("wf-kept") is not None
+    # The id is free again: a new execution under it starts from version 1.
+    assert await create(store, document("wf-gone"))
+
+
+async def test_claim_task_exclusive_until_lease_expires(store: Store) -> None:
+    results = await asyncio.gather(
+        store.claim_task("t1", "w1", now=1000, lease_ms=500),
+        store.claim_task("t1", "w2", now=1000, lease_ms=500),
+    )
+    assert sorted(results) == [False, True]
+    # Live: nobody gets it, the holder included.
+    assert not await store.claim_task("t1", "w1", now=1200, lease_ms=500)
+    assert not await store.claim_task("t1", "w3", now=1499, lease_ms=500)
+    # Another execution is independent.
+    assert await store.claim_task("t2", "w3", now=1200, lease_ms=500)
+    # Once the lease has run out, the next claim wins, and holds for its own lease.
+    assert await store.claim_task("t1", "w3", now=1500, lease_ms=500)
+    assert not await store.claim_task("t1", "w1", now=1999, lease_ms=500)
+    assert await store.claim_task("t1", "w1", now=2600, lease_ms=500)
+    # Housekeeping never frees a live claim.
+    await store.housekeeping(now=2700)
+    assert not await store.claim_task("t1", "w2", now=2700, lease_ms=500)
+    with pytest.raises(ValueError):
+        await store.claim_task("t3", "w1", now=1000, lease_ms=0)
+
+
+async def test_claim_task_exclusive_across_processes(store: Store, fresh_store: Store) -> None:
+    for trial in range(10):
+        task_id = f"race-{trial}"
+        results = await asyncio.gather(
+            *(
+                adapter.claim_task(task_id, f"w{i}", now=1000, lease_ms=60_000)
+                for i, adapter in enumerate([store, fresh_store] * 4)
+            )
+        )
+        assert sum(results) == 1, f"trial {trial}: {sum(results)} claimers won"
+        expired = await asyncio.gather(
+            *(
+                adapter.claim_task(task_id, f"w{i}", now=61_000, lease_ms=60_000)
+                for i, adapter in enumerate([fresh_store, store] * 4)
+            )
+        )
+        assert sum(expired) == 1, f"trial {trial}: {sum(expired)} claimers won after expiry"

@@ -1,0 +1,250 @@
+"""Where the CLI sends its commands: a Cairn api over HTTP (`cairn dev`, the api service), or
+straight to Kafka and MongoDB. Both answer in Conductor's JSON shapes, so every command prints
+the same tables either way.
+
+Choice (see `backend_for`): `--server`/CAIRN_SERVER means HTTP; otherwise CAIRN_MONGO_URL in the
+environment means direct; otherwise HTTP to `cairn dev`'s default address.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import httpx
+
+from shared.config import CairnSettings
+from shared.models.definitions import TaskDef, WorkflowDef
+from shared.models.runtime import TaskStatus, WorkflowStatus
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+
+
+class BackendError(Exception):
+    """A refused or failed command, with what the user can do about it."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class Backend(Protocol):
+    where: str
+
+    async def __aenter__(self) -> Self: ...
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+    async def register(self, task_defs: Sequence[TaskDef], workflow_defs: Sequence[WorkflowDef]) -> None: ...
+    async def list_definitions(self) -> list[dict[str, Any]]: ...
+    async def start(
+        self,
+        name: str,
+        input: dict[str, Any],
+        *,
+        workflow_id: str | None,
+        version: int | None,
+        correlation_id: str | None,
+    ) -> str: ...
+    async def signal(
+        self, workflow_id: str, task_ref: str, output: dict[str, Any], status: TaskStatus
+    ) -> None: ...
+    async def terminate(self, workflow_id: str, reason: str | None) -> None: ...
+    async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None: ...
+    async def workflows(
+        self, *, status: WorkflowStatus | None, name: str | None, limit: int
+    ) -> list[dict[str, Any]]: ...
+
+
+def backend_for(settings: CairnSettings) -> Backend:
+    if settings.server:
+        return HttpBackend(settings.server)
+    if os.environ.get("CAIRN_MONGO_URL"):
+        return DirectBackend(settings)
+    return HttpBackend(DEFAULT_SERVER)
+
+
+def _dump(model: TaskDef | WorkflowDef) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class HttpBackend:
+    def __init__(self, server: str) -> None:
+        self.where = server.rstrip("/")
+        self._client = httpx.AsyncClient(base_url=self.where, timeout=30.0)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._client.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._client.request(method, path, **kwargs)
+        except httpx.ConnectError:
+            raise BackendError(
+                f"no Cairn api at {self.where}",
+                "start one with `cairn dev`, or point CAIRN_SERVER (or --server) at yours",
+            ) from None
+        if response.status_code >= 400 and response.status_code != 404:
+            try:
+                message = response.json().get("message", response.text)
+            except ValueError:
+                message = response.text
+            raise BackendError(f"{self.where} answered {response.status_code}: {message}")
+        return response
+
+    async def register(self, task_defs: Sequence[TaskDef], workflow_defs: Sequence[WorkflowDef]) -> None:
+        if task_defs:
+            await self._call("POST", "/api/metadata/taskdefs", json=[_dump(t) for t in task_defs])
+        if workflow_defs:
+            await self._call("PUT", "/api/metadata/workflow", json=[_dump(w) for w in workflow_defs])
+
+    async def list_definitions(self) -> list[dict[str, Any]]:
+        body: list[dict[str, Any]] = (await self._call("GET", "/api/metadata/workflow")).json()
+        return body
+
+    async def start(
+        self,
+        name: str,
+        input: dict[str, Any],
+        *,
+        workflow_id: str | None,
+        version: int | None,
+        correlation_id: str | None,
+    ) -> str:
+        request = {
+            "name": name,
+            "input": input,
+            "version": version,
+            "correlationId": correlation_id,
+            "workflowId": workflow_id,
+        }
+        response = await self._call(
+            "POST", "/api/workflow", json={k: v for k, v in request.items() if v is not None}
+        )
+        if response.status_code == 404:
+            raise BackendError(
+                response.json().get("message", "not found"), "register it with `cairn def register FILE`"
+            )
+        return response.text
+
+    async def signal(
+        self, workflow_id: str, task_ref: str, output: dict[str, Any], status: TaskStatus
+    ) -> None:
+        response = await self._call(
+            "POST", f"/api/tasks/{workflow_id}/{task_ref}/{status.value}", json=output
+        )
+        if response.status_code == 404:
+            raise BackendError(response.json().get("message", "not found"))
+
+    async def terminate(self, workflow_id: str, reason: str | None) -> None:
+        params = {"reason": reason} if reason else {}
+        response = await self._call("DELETE", f"/api/workflow/{workflow_id}", params=params)
+        if response.status_code == 404:
+            raise BackendError(f"workflow {workflow_id!r} not found")
+
+    async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None:
+        response = await self._call(
+            "GET", f"/api/workflow/{workflow_id}", params={"includeTasks": str(include_tasks).lower()}
+        )
+        if response.status_code == 404:
+            return None
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def workflows(
+        self, *, status: WorkflowStatus | None, name: str | None, limit: int
+    ) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"size": limit}
+        if status:
+            params["status"] = status.value
+        if name:
+            params["workflowType"] = name
+        body = (await self._call("GET", "/api/workflow/search", params=params)).json()
+        results: list[dict[str, Any]] = body["results"]
+        return results
+
+
+class DirectBackend:
+    """Straight to MongoDB (reads, definitions) and Kafka (commands), as the services see them."""
+
+    def __init__(self, settings: CairnSettings) -> None:
+        self.settings = settings
+        self.where = f"MongoDB {settings.mongo_url} / Kafka {settings.kafka_bootstrap}"
+        self._store: Any = None
+        self._bus: Any = None
+
+    async def __aenter__(self) -> Self:
+        from services.common import kafka_bus, mongo_store
+
+        self._store = await mongo_store(self.settings)
+        self._bus = kafka_bus(self.settings, "cairn-cli")
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._bus.stop()
+        await self._store.close()
+
+    def _client(self) -> Any:
+        from cairn.client import CairnClient
+
+        return CairnClient(self._bus, self.settings.topics)
+
+    async def register(self, task_defs: Sequence[TaskDef], workflow_defs: Sequence[WorkflowDef]) -> None:
+        for task_def in task_defs:
+            await self._store.put_task_def(task_def)
+        for definition in workflow_defs:
+            await self._store.put_workflow_def(definition)
+
+    async def list_definitions(self) -> list[dict[str, Any]]:
+        return [_dump(d) for d in await self._store.list_workflow_defs()]
+
+    async def start(
+        self,
+        name: str,
+        input: dict[str, Any],
+        *,
+        workflow_id: str | None,
+        version: int | None,
+        correlation_id: str | None,
+    ) -> str:
+        workflow_id = workflow_id or str(uuid.uuid4())
+        result: str = await self._client().start_workflow(
+            name, input, workflow_id=workflow_id, version=version, correlation_id=correlation_id
+        )
+        return result
+
+    async def signal(
+        self, workflow_id: str, task_ref: str, output: dict[str, Any], status: TaskStatus
+    ) -> None:
+        await self._client().signal(workflow_id, task_ref, output, status)
+
+    async def terminate(self, workflow_id: str, reason: str | None) -> None:
+        await self._client().terminate(workflow_id, reason)
+
+    async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None:
+        from services.api.conductor import workflow_json
+        from services.api.views import load_executions
+
+        document = await self._store.load_workflow(workflow_id)
+        if document is None:
+            return None
+        tasks = await load_executions(self._store, document) if include_tasks else None
+        return workflow_json(document, tasks)
+
+    async def workflows(
+        self, *, status: WorkflowStatus | None, name: str | None, limit: int
+    ) -> list[dict[str, Any]]:
+        from services.api.conductor import workflow_summary_json
+
+        documents = await self._store.list_workflows(status=status, name=name, limit=limit)
+        return [workflow_summary_json(d) for d in documents]

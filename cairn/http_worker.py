@@ -1,0 +1,184 @@
+"""Running @worker functions over HTTP: long-poll Cairn's (Conductor-compatible) task API and
+report results with `POST /api/tasks`. Same functions, same outcomes as the Kafka WorkerRunner;
+use it against `cairn dev` or the api service when workers cannot reach Kafka.
+
+Each task type has one poll loop that asks for as many tasks as it has free slots, so a worker
+never holds tasks it cannot start. A result that cannot be delivered is retried with backoff; a
+409 means the execution is no longer current (timed out, retried, workflow ended): the result is
+dropped, as it would be by the decider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from opentelemetry import trace
+
+from cairn.worker import WorkerSpec, execute, registered_workers
+from shared import telemetry
+from shared.models.messages import TaskMessage, TaskResult
+
+log = logging.getLogger(__name__)
+tracer = telemetry.tracer("cairn.worker")
+
+LONG_POLL_MS = 5_000
+RESULT_ATTEMPTS = 8
+
+
+def task_from_conductor(body: dict[str, Any]) -> TaskMessage:
+    """Conductor's Task JSON (as the poll returns it) as the message a worker function sees."""
+    return TaskMessage(
+        id=f"poll:{body['taskId']}:{body.get('pollCount', 0)}",
+        task_id=body["taskId"],
+        task_type=body["taskType"],
+        task_def_name=body.get("taskDefName") or body["taskType"],
+        reference_task_name=body.get("referenceTaskName", ""),
+        workflow_instance_id=body["workflowInstanceId"],
+        workflow_type=body.get("workflowType", ""),
+        input_data=body.get("inputData") or {},
+        retry_count=body.get("retryCount", 0),
+        poll_count=body.get("pollCount", 0),
+        scheduled_time=body.get("scheduledTime", 0),
+        response_timeout_seconds=body.get("responseTimeoutSeconds", 0),
+    )
+
+
+def result_to_conductor(result: TaskResult) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "workflowInstanceId": result.workflow_instance_id,
+        "taskId": result.task_id,
+        "status": result.status.value,
+        "outputData": result.output_data,
+        "workerId": result.worker_id,
+        "callbackAfterSeconds": result.callback_after_seconds,
+    }
+    if result.reason_for_incompletion is not None:
+        body["reasonForIncompletion"] = result.reason_for_incompletion
+    return body
+
+
+class HttpWorkerRunner:
+    def __init__(
+        self,
+        server: str,
+        workers: Sequence[WorkerSpec] | None = None,
+        concurrency: int = 10,
+        worker_id: str | None = None,
+        long_poll_ms: int = LONG_POLL_MS,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self.workers = list(workers if workers is not None else registered_workers())
+        if not self.workers:
+            raise ValueError("no workers registered: decorate functions with @worker('task_type')")
+        self.concurrency = concurrency
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.long_poll_ms = long_poll_ms
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll until `stop` is set, then finish in-flight tasks, report them, and return."""
+        timeout = httpx.Timeout(10.0, read=self.long_poll_ms / 1000 + 10.0)
+        transport = httpx.AsyncHTTPTransport(retries=3)  # connection errors only
+        async with httpx.AsyncClient(base_url=self.server, timeout=timeout, transport=transport) as client:
+            await asyncio.gather(*(self._poll_loop(client, spec, stop) for spec in self.workers))
+
+    async def _poll_loop(self, client: httpx.AsyncClient, spec: WorkerSpec, stop: asyncio.Event) -> None:
+        slots = asyncio.Semaphore(self.concurrency)
+        running: set[asyncio.Task[None]] = set()
+        failures = 0
+        while not stop.is_set():
+            await slots.acquire()
+            free = 1
+            while not slots.locked() and free < self.concurrency:
+                await slots.acquire()
+                free += 1
+            try:
+                tasks = await self._poll(client, spec.task_type, free, stop)
+                failures = 0
+            except (httpx.HTTPError, ValueError) as error:
+                failures += 1
+                delay = min(0.2 * 2 ** min(failures, 5), 5.0)
+                log.warning("polling %s failed (%s); retrying in %.1fs", spec.task_type, error, delay)
+                tasks = []
+                await _sleep_unless(stop, delay)
+            for _ in range(free - len(tasks)):
+                slots.release()
+            for body in tasks:
+                job = asyncio.create_task(self._run_one(client, spec, body, slots))
+                running.add(job)
+                job.add_done_callback(running.discard)
+        if running:
+            await asyncio.gather(*running)
+
+    async def _poll(
+        self, client: httpx.AsyncClient, task_type: str, count: int, stop: asyncio.Event
+    ) -> list[dict[str, Any]]:
+        request = asyncio.create_task(
+            client.get(
+                f"/api/tasks/poll/batch/{task_type}",
+                params={"count": count, "timeout": self.long_poll_ms, "workerid": self.worker_id},
+            )
+        )
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({request, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not request.done():
+            # A stop mid long-poll: the api may already have handed us tasks, so wait for them.
+            response = await request
+        else:
+            response = request.result()
+        if response.status_code == 204:
+            return []
+        response.raise_for_status()
+        tasks = response.json()
+        if not isinstance(tasks, list):
+            raise ValueError(f"poll answered {type(tasks).__name__}, expected a list")
+        return tasks
+
+    async def _run_one(
+        self, client: httpx.AsyncClient, spec: WorkerSpec, body: dict[str, Any], slots: asyncio.Semaphore
+    ) -> None:
+        try:
+            task = task_from_conductor(body)
+            with tracer.start_as_current_span(
+                f"cairn.worker {spec.task_type}",
+                kind=trace.SpanKind.CONSUMER,
+                attributes={"cairn.workflow_id": task.workflow_instance_id, "cairn.task_id": task.task_id},
+            ):
+                result = await execute(spec, task, self.worker_id)
+            await self._report(client, result)
+        except Exception:
+            log.exception("task %s could not be run or reported", body.get("taskId"))
+        finally:
+            slots.release()
+
+    async def _report(self, client: httpx.AsyncClient, result: TaskResult) -> None:
+        for attempt in range(RESULT_ATTEMPTS):
+            try:
+                response = await client.post("/api/tasks", json=result_to_conductor(result))
+            except httpx.HTTPError as error:
+                log.warning("reporting task %s failed: %s", result.task_id, error)
+            else:
+                if response.status_code == 409:
+                    log.info(
+                        "task %s is no longer current; result dropped: %s", result.task_id, response.text
+                    )
+                    return
+                if response.status_code < 500:
+                    response.raise_for_status()
+                    return
+                log.warning("reporting task %s: server answered %d", result.task_id, response.status_code)
+            await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
+        raise RuntimeError(f"gave up reporting task {result.task_id} after {RESULT_ATTEMPTS} attempts")
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass

@@ -1,0 +1,158 @@
+"""Cairn's records in the JSON shapes Conductor's REST API returns (Task, Workflow, errors).
+
+Conductor clients deserialize these shapes field by field, so names and types follow Conductor's
+`Task` and `Workflow` models; fields Cairn has no concept of are present with Conductor's defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.models.documents import WorkflowDocument
+from shared.models.messages import TaskMessage
+from shared.models.runtime import TaskState
+
+# Workflow statuses are already Conductor's. Task statuses too, except that Conductor reports a
+# task handed to a worker as IN_PROGRESS; Cairn's SCHEDULED covers "queued" only.
+
+
+def task_json(task: TaskState, *, workflow: WorkflowDocument | None = None) -> dict[str, Any]:
+    """One task execution as Conductor's Task JSON."""
+    body = task.to_json_dict()
+    body.pop("kind", None)
+    body.pop("dispatchCount", None)
+    body.update(
+        {
+            "pollCount": task.dispatch_count,
+            "callbackFromWorker": True,
+            "responseTimeoutSeconds": 0,
+            "startDelayInSeconds": 0,
+            "executed": task.status.is_terminal,
+            "domain": None,
+            "workflowPriority": 0,
+            "rateLimitPerFrequency": 0,
+            "rateLimitFrequencyInSeconds": 0,
+            "loopOverTask": False,
+            "subworkflowChanged": False,
+            "queueWaitTime": max(task.start_time - task.scheduled_time, 0) if task.start_time else 0,
+            "correlationId": workflow.state.correlation_id if workflow else None,
+            "taskStatus": task.status.value,
+        }
+    )
+    if workflow is not None and workflow.definition is not None:
+        node = next(
+            (n for n in workflow.definition.tasks if n.task_reference_name == task.reference_task_name), None
+        )
+        if node is not None:
+            body["workflowTask"] = node.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return body
+
+
+def polled_task_json(task: TaskMessage, worker_id: str, now: int) -> dict[str, Any]:
+    """A task handed to an HTTP poller: Conductor marks it IN_PROGRESS at poll time."""
+    return {
+        "taskType": task.task_type,
+        "taskDefName": task.task_def_name,
+        "status": "IN_PROGRESS",
+        "inputData": task.input_data,
+        "outputData": {},
+        "referenceTaskName": task.reference_task_name,
+        "retryCount": task.retry_count,
+        "seq": 0,
+        "pollCount": task.poll_count,
+        "scheduledTime": task.scheduled_time,
+        "startTime": now,
+        "endTime": 0,
+        "updateTime": now,
+        "workflowInstanceId": task.workflow_instance_id,
+        "workflowType": task.workflow_type,
+        "taskId": task.task_id,
+        "workerId": worker_id,
+        "callbackAfterSeconds": 0,
+        "responseTimeoutSeconds": task.response_timeout_seconds,
+        "retried": False,
+        "executed": False,
+        "callbackFromWorker": True,
+        "startDelayInSeconds": 0,
+        "workflowPriority": 0,
+        "iteration": 0,
+        "domain": None,
+    }
+
+
+def workflow_json(document: WorkflowDocument, tasks: list[TaskState] | None) -> dict[str, Any]:
+    """A workflow execution as Conductor's Workflow JSON; `tasks` None leaves the list empty
+    (Conductor's includeTasks=false)."""
+    state = document.state
+    failed = [t for t in (tasks or []) if t.status.is_terminal and not t.status.is_successful]
+    return {
+        "workflowId": state.workflow_id,
+        "workflowName": state.workflow_name,
+        "workflowVersion": state.workflow_version,
+        "workflowType": state.workflow_name,
+        "version": state.workflow_version,
+        "status": state.status.value,
+        "input": state.input,
+        "output": state.output,
+        "variables": state.variables,
+        "correlationId": state.correlation_id,
+        "reasonForIncompletion": state.reason_for_incompletion,
+        "createTime": state.create_time,
+        "startTime": state.start_time or state.create_time,
+        "updateTime": state.update_time,
+        "endTime": state.end_time,
+        "tasks": [task_json(task, workflow=document) for task in (tasks or [])],
+        "failedReferenceTaskNames": sorted({t.reference_task_name for t in failed}),
+        "failedTaskNames": sorted({t.task_def_name for t in failed}),
+        "taskToDomain": {},
+        "priority": 0,
+        "ownerApp": None,
+        "createdBy": None,
+        "updatedBy": None,
+        "parentWorkflowId": None,
+        "parentWorkflowTaskId": None,
+        "reRunFromWorkflowId": None,
+        "event": None,
+        "lastRetriedTime": 0,
+        "history": [],
+        "workflowDefinition": (
+            document.definition.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if document.definition
+            else None
+        ),
+    }
+
+
+def error_json(status: int, message: str, validation: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Conductor's error body (ErrorResponse)."""
+    return {
+        "status": status,
+        "code": {400: "INVALID_INPUT", 404: "NOT_FOUND", 409: "CONFLICT"}.get(status, "INTERNAL_ERROR"),
+        "message": message,
+        "retryable": status >= 500,
+        "validationErrors": [{"path": path, "message": text} for path, text in validation or []],
+    }
+
+
+def workflow_summary_json(document: WorkflowDocument) -> dict[str, Any]:
+    """Conductor's WorkflowSummary (search results). As in Conductor, input and output are JSON
+    text here, not objects."""
+    state = document.state
+    return {
+        "workflowType": state.workflow_name,
+        "version": state.workflow_version,
+        "workflowId": state.workflow_id,
+        "correlationId": state.correlation_id,
+        "startTime": state.start_time or state.create_time,
+        "updateTime": state.update_time,
+        "endTime": state.end_time,
+        "status": state.status.value,
+        "input": json.dumps(state.input),
+        "output": json.dumps(state.output),
+        "reasonForIncompletion": state.reason_for_incompletion,
+        "executionTime": max(state.end_time - state.create_time, 0) if state.end_time else 0,
+        "event": None,
+        "failedReferenceTaskNames": "",
+        "priority": 0,
+    }

@@ -1,0 +1,159 @@
+"""Conductor's workflow execution API. Writes are commands published to the decider's topics;
+the api never writes workflow state itself, it only reads the store."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi.responses import PlainTextResponse
+from pydantic import Field
+
+from services.api.conductor import workflow_json, workflow_summary_json
+from services.api.context import ApiContext, ApiError, context
+from services.api.views import load_executions
+from shared import telemetry
+from shared.messaging import outgoing
+from shared.models.documents import WorkflowDocument
+from shared.models.messages import StartWorkflow, TerminateWorkflow
+from shared.models.runtime import CamelModel, WorkflowStatus
+
+router = APIRouter(prefix="/api/workflow", tags=["workflow"])
+Ctx = Annotated[ApiContext, Depends(context)]
+
+
+class StartWorkflowRequest(CamelModel):
+    """Conductor's StartWorkflowRequest (fields Cairn does not use are accepted and ignored)."""
+
+    name: str = Field(min_length=1)
+    version: int | None = None
+    correlation_id: str | None = None
+    input: dict[str, Any] = Field(default_factory=dict)
+    workflow_id: str | None = Field(
+        default=None, description="Cairn extension: choose the id (idempotent start)."
+    )
+    workflow_def: dict[str, Any] | None = None
+
+
+async def _start(ctx: ApiContext, request: StartWorkflowRequest) -> str:
+    if request.workflow_def is not None:
+        raise ApiError(
+            400,
+            "workflowDef: inline definitions are not supported; register it with POST /api/metadata/workflow",
+            [("workflowDef", "inline definitions are not supported")],
+        )
+    if await ctx.store.get_workflow_def(request.name, request.version) is None:
+        which = f"version {request.version} of " if request.version is not None else ""
+        raise ApiError(404, f"no {which}workflow definition named {request.name!r}; register it first")
+    workflow_id = request.workflow_id or str(uuid.uuid4())
+    message = StartWorkflow(
+        id=f"start:{workflow_id}",
+        workflow_id=workflow_id,
+        name=request.name,
+        version=request.version,
+        input=request.input,
+        correlation_id=request.correlation_id,
+    )
+    await ctx.bus.publish([outgoing(ctx.topics.workflow_start, message, workflow_id, telemetry.inject())])
+    await _until_visible(ctx, workflow_id)
+    return workflow_id
+
+
+async def _until_visible(ctx: ApiContext, workflow_id: str) -> None:
+    """Wait (bounded) until the decider committed the new execution: read-your-writes for the
+    caller. Past the bound the id is still returned; the start is durable on the bus."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ctx.start_visible_within_s
+    delay = 0.002
+    while loop.time() < deadline:
+        if await ctx.store.load_workflow(workflow_id) is not None:
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+async def _document(ctx: ApiContext, workflow_id: str) -> WorkflowDocument:
+    document = await ctx.store.load_workflow(workflow_id)
+    if document is None:
+        raise ApiError(404, f"no workflow with id {workflow_id!r}")
+    return document
+
+
+@router.post("", response_class=PlainTextResponse)
+async def start_workflow(ctx: Ctx, request: StartWorkflowRequest) -> str:
+    """Start an execution from a StartWorkflowRequest; returns its id as text."""
+    return await _start(ctx, request)
+
+
+@router.get("/running/{name}")
+async def running_workflows(ctx: Ctx, name: str, version: int | None = None, limit: int = 1000) -> list[str]:
+    documents = await ctx.store.list_workflows(status=WorkflowStatus.RUNNING, name=name, limit=limit)
+    return [d.workflow_id for d in documents if version is None or d.state.workflow_version == version]
+
+
+@router.get("/search")
+async def search_workflows(
+    ctx: Ctx,
+    start: Annotated[int, Query(ge=0)] = 0,
+    size: Annotated[int, Query(ge=1, le=5000)] = 100,
+    status: WorkflowStatus | None = None,
+    workflowType: str | None = None,
+    query: str | None = None,
+    freeText: str | None = None,
+) -> dict[str, Any]:
+    """Executions, most recently updated first, as Conductor's SearchResult of WorkflowSummary.
+    Cairn filters by `status` and `workflowType` parameters; Conductor's query language is not
+    implemented, so a `query` is refused rather than ignored."""
+    if query or (freeText and freeText != "*"):
+        raise ApiError(
+            400,
+            "query: Conductor's search query language is not supported; "
+            "filter with status= and workflowType=",
+            [("query", "not supported")],
+        )
+    documents = await ctx.store.list_workflows(status=status, name=workflowType, limit=start + size)
+    page = documents[start:]
+    return {"totalHits": len(documents), "results": [workflow_summary_json(d) for d in page]}
+
+
+@router.post("/{name}", response_class=PlainTextResponse)
+async def start_workflow_by_name(
+    ctx: Ctx,
+    name: str,
+    body: Annotated[dict[str, Any] | None, Body()] = None,
+    version: int | None = None,
+    correlationId: str | None = None,
+) -> str:
+    """Start an execution of `name` with the body as its input; returns its id as text."""
+    request = StartWorkflowRequest(name=name, version=version, correlation_id=correlationId, input=body or {})
+    return await _start(ctx, request)
+
+
+@router.get("/{workflow_id}")
+async def get_workflow(ctx: Ctx, workflow_id: str, includeTasks: bool = True) -> dict[str, Any]:
+    document = await _document(ctx, workflow_id)
+    tasks = await load_executions(ctx.store, document) if includeTasks else None
+    return workflow_json(document, tasks)
+
+
+@router.delete("/{workflow_id}", status_code=200)
+async def terminate_workflow(ctx: Ctx, workflow_id: str, reason: str | None = None) -> Response:
+    document = await _document(ctx, workflow_id)
+    if document.state.status.is_terminal:
+        raise ApiError(409, f"workflow {workflow_id!r} already finished ({document.state.status.value})")
+    message = TerminateWorkflow(id=f"terminate:{uuid.uuid4()}", workflow_id=workflow_id, reason=reason)
+    await ctx.bus.publish([outgoing(ctx.topics.workflow_command, message, workflow_id, telemetry.inject())])
+    return Response(status_code=200)
+
+
+@router.delete("/{workflow_id}/remove", status_code=200)
+async def remove_workflow(ctx: Ctx, workflow_id: str) -> Response:
+    """Delete a finished execution and its task history. A running one must be terminated first
+    (removing it under the decider's feet would resurrect it on the next event)."""
+    document = await _document(ctx, workflow_id)
+    if not document.state.status.is_terminal:
+        raise ApiError(409, f"workflow {workflow_id!r} is {document.state.status.value}; terminate it first")
+    await ctx.store.remove_workflow(workflow_id)
+    return Response(status_code=200)

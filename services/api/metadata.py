@@ -1,0 +1,119 @@
+"""Conductor's metadata API: task and workflow definitions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Response
+
+from services.api.context import ApiContext, ApiError, context
+from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
+from shared.models.definitions import TaskDef, WorkflowDef
+
+router = APIRouter(prefix="/api/metadata", tags=["metadata"])
+Ctx = Annotated[ApiContext, Depends(context)]
+
+
+def _dump(model: TaskDef | WorkflowDef) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _prefixed(problems: list[tuple[str, str]], prefix: str) -> list[tuple[str, str]]:
+    """Problem paths inside item `[i]` of a list body: `tasks[0].name` -> `[2].tasks[0].name`."""
+    if not prefix:
+        return problems
+    return [(prefix + ("" if path == "(root)" else f".{path}"), text) for path, text in problems]
+
+
+def _invalid(problems: list[tuple[str, str]], what: str) -> ApiError:
+    return ApiError(
+        400, f"invalid {what}: " + "; ".join(f"{path}: {text}" for path, text in problems), problems
+    )
+
+
+def _parse_workflow(data: Any, prefix: str = "") -> WorkflowDef:
+    try:
+        return parse_workflow_def(data)
+    except DefinitionError as error:
+        raise _invalid(_prefixed(error.problems, prefix), "workflow definition") from None
+
+
+def _parse_task(data: Any, prefix: str = "") -> TaskDef:
+    try:
+        return parse_task_def(data)
+    except DefinitionError as error:
+        raise _invalid(_prefixed(error.problems, prefix), "task definition") from None
+
+
+def _require_list(body: Any, what: str) -> list[Any]:
+    if not isinstance(body, list):
+        raise ApiError(
+            400,
+            f"(root): expected a JSON list of {what}, got {type(body).__name__}",
+            [("(root)", f"expected a list of {what}")],
+        )
+    return body
+
+
+@router.post("/taskdefs", status_code=200)
+async def register_task_defs(ctx: Ctx, body: Annotated[Any, Body()]) -> Response:
+    """Create or replace task definitions (a JSON list, as Conductor takes them)."""
+    items = _require_list(body, "task definitions")
+    task_defs = [_parse_task(item, f"[{index}]") for index, item in enumerate(items)]
+    for task_def in task_defs:
+        await ctx.store.put_task_def(task_def)
+    return Response(status_code=200)
+
+
+@router.put("/taskdefs", status_code=200)
+async def update_task_def(ctx: Ctx, body: Annotated[Any, Body()]) -> Response:
+    task_def = _parse_task(body)
+    await ctx.store.put_task_def(task_def)
+    return Response(status_code=200)
+
+
+@router.get("/taskdefs/{name}")
+async def get_task_def(ctx: Ctx, name: str) -> dict[str, Any]:
+    found = (await ctx.store.get_task_defs([name])).get(name)
+    if found is None:
+        raise ApiError(
+            404, f"no task definition named {name!r}; register it with POST /api/metadata/taskdefs"
+        )
+    return _dump(found)
+
+
+@router.post("/workflow", status_code=200)
+async def register_workflow_def(ctx: Ctx, body: Annotated[Any, Body()], overwrite: bool = True) -> Response:
+    """Register one workflow definition. Conductor refuses an existing name+version unless
+    `overwrite`; Cairn keeps that rule when `overwrite=false` is passed."""
+    definition = _parse_workflow(body)
+    if not overwrite and await ctx.store.get_workflow_def(definition.name, definition.version):
+        raise ApiError(409, f"workflow {definition.name!r} version {definition.version} already exists")
+    await ctx.store.put_workflow_def(definition)
+    return Response(status_code=200)
+
+
+@router.put("/workflow", status_code=200)
+async def update_workflow_defs(ctx: Ctx, body: Annotated[Any, Body()]) -> dict[str, Any]:
+    """Create or replace several workflow definitions; all are validated before any is stored."""
+    items = _require_list(body, "workflow definitions")
+    definitions = [_parse_workflow(item, f"[{index}]") for index, item in enumerate(items)]
+    for definition in definitions:
+        await ctx.store.put_workflow_def(definition)
+    return {"bulkSuccessfulResults": [d.name for d in definitions], "bulkErrorResults": {}}
+
+
+@router.get("/workflow/{name}")
+async def get_workflow_def(ctx: Ctx, name: str, version: int | None = None) -> dict[str, Any]:
+    found = await ctx.store.get_workflow_def(name, version)
+    if found is None:
+        which = f"version {version} of " if version is not None else ""
+        raise ApiError(
+            404, f"no {which}workflow definition named {name!r}; list them with GET /api/metadata/workflow"
+        )
+    return _dump(found)
+
+
+@router.get("/workflow")
+async def list_workflow_defs(ctx: Ctx) -> list[dict[str, Any]]:
+    return [_dump(definition) for definition in await ctx.store.list_workflow_defs()]

@@ -1,0 +1,187 @@
+"""Conductor's task API: polling (HTTP workers), results, completing WAIT tasks, reading a task."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi.responses import PlainTextResponse
+from pydantic import Field, field_validator
+
+from services.api.conductor import task_json
+from services.api.context import ApiContext, ApiError, context
+from services.api.views import find_execution, load_executions
+from shared import telemetry
+from shared.core.tasktypes import REGISTRY
+from shared.messaging import outgoing
+from shared.models.messages import Signal, TaskResult
+from shared.models.runtime import CamelModel, TaskStatus
+
+router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+Ctx = Annotated[ApiContext, Depends(context)]
+
+REPORTABLE = (
+    TaskStatus.IN_PROGRESS,
+    TaskStatus.COMPLETED,
+    TaskStatus.FAILED,
+    TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+)
+MAX_POLL_TIMEOUT_MS = 30_000
+
+
+class ConductorTaskResult(CamelModel):
+    """Conductor's TaskResult as clients send it (logs are objects there; Cairn keeps the text)."""
+
+    workflow_instance_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    status: TaskStatus
+    output_data: dict[str, Any] = Field(default_factory=dict)
+    reason_for_incompletion: str | None = None
+    worker_id: str | None = None
+    callback_after_seconds: int = Field(default=0, ge=0)
+    logs: list[Any] = Field(default_factory=list)
+
+    @field_validator("status")
+    @classmethod
+    def _reportable(cls, status: TaskStatus) -> TaskStatus:
+        if status not in REPORTABLE:
+            raise ValueError(f"a worker reports one of {', '.join(s.value for s in REPORTABLE)}")
+        return status
+
+    def log_lines(self) -> list[str]:
+        return [
+            entry.get("log", str(entry)) if isinstance(entry, dict) else str(entry) for entry in self.logs
+        ]
+
+
+@router.get("/poll/batch/{task_type}")
+async def batch_poll(
+    ctx: Ctx,
+    task_type: str,
+    workerid: str | None = None,
+    domain: str | None = None,
+    count: Annotated[int, Query(ge=1, le=1000)] = 1,
+    timeout: Annotated[int, Query(ge=0, description="Long-poll wait in milliseconds.")] = 100,  # noqa: ASYNC109
+) -> list[dict[str, Any]]:
+    """Up to `count` tasks, waiting up to `timeout` ms for the first; an empty list when none."""
+    _no_domains(domain)
+    return await ctx.dispatcher.poll(
+        task_type, workerid or "http-worker", count, min(timeout, MAX_POLL_TIMEOUT_MS) / 1000
+    )
+
+
+@router.get("/poll/{task_type}", response_model=None)
+async def poll(
+    ctx: Ctx, task_type: str, workerid: str | None = None, domain: str | None = None
+) -> dict[str, Any] | Response:
+    """One task, or 204 No Content when none is waiting (Conductor's single poll does not wait)."""
+    _no_domains(domain)
+    tasks = await ctx.dispatcher.poll(task_type, workerid or "http-worker", 1, 0.1)
+    return tasks[0] if tasks else Response(status_code=204)
+
+
+def _no_domains(domain: str | None) -> None:
+    if domain:
+        raise ApiError(
+            400,
+            f"domain: task domains are not supported by Cairn (got {domain!r}); poll without it",
+            [("domain", "not supported")],
+        )
+
+
+@router.post("", response_class=PlainTextResponse)
+async def update_task(ctx: Ctx, result: ConductorTaskResult) -> str:
+    """Report a task execution's outcome. 404: no such execution. 409: the execution is no longer
+    current (finished, timed out, retried, or its workflow ended) — the report is dropped and the
+    workflow is unchanged."""
+    document = await ctx.store.load_workflow(result.workflow_instance_id)
+    if document is None:
+        raise ApiError(404, f"no workflow with id {result.workflow_instance_id!r}")
+    current = find_execution(document, result.task_id)
+    if current is None:
+        if await ctx.store.get_task(result.task_id) is None:
+            raise ApiError(404, f"no task {result.task_id!r} in workflow {result.workflow_instance_id!r}")
+        raise ApiError(409, f"task {result.task_id!r} is no longer current (it was retried or replaced)")
+    if current.status.is_terminal:
+        raise ApiError(409, f"task {result.task_id!r} already finished ({current.status.value})")
+    if document.state.status.is_terminal:
+        raise ApiError(
+            409, f"workflow {document.workflow_id!r} already finished ({document.state.status.value})"
+        )
+    message = TaskResult(
+        id=f"result:{result.task_id}:{uuid.uuid4()}",
+        workflow_instance_id=result.workflow_instance_id,
+        task_id=result.task_id,
+        status=result.status,
+        output_data=result.output_data,
+        reason_for_incompletion=result.reason_for_incompletion,
+        worker_id=result.worker_id,
+        callback_after_seconds=result.callback_after_seconds,
+        logs=result.log_lines(),
+    )
+    await ctx.bus.publish(
+        [outgoing(ctx.topics.task_result, message, result.workflow_instance_id, telemetry.inject())]
+    )
+    return result.task_id
+
+
+@router.post("/{workflow_id}/{task_ref_name}/{status}", response_class=PlainTextResponse)
+async def update_task_by_ref(
+    ctx: Ctx,
+    workflow_id: str,
+    task_ref_name: str,
+    status: TaskStatus,
+    body: Annotated[dict[str, Any] | None, Body()] = None,
+    workerid: str | None = None,
+) -> str:
+    """Complete (or fail) the pending task at `task_ref_name` — how a WAIT/HUMAN task is finished."""
+    document = await ctx.store.load_workflow(workflow_id)
+    if document is None:
+        raise ApiError(404, f"no workflow with id {workflow_id!r}")
+    task = document.state.tasks.get(task_ref_name)
+    if task is None:
+        raise ApiError(404, f"workflow {workflow_id!r} has no task {task_ref_name!r} scheduled")
+    if task.status.is_terminal or document.state.status.is_terminal:
+        raise ApiError(
+            409, f"task {task_ref_name!r} of workflow {workflow_id!r} is already {task.status.value}"
+        )
+    if status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR):
+        raise ApiError(
+            400,
+            f"status: use COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR, not {status.value}",
+            [("status", "not a final status")],
+        )
+    if REGISTRY.get(task.kind).accepts_signals:
+        message: Signal | TaskResult = Signal(
+            id=f"signal:{uuid.uuid4()}",
+            workflow_id=workflow_id,
+            task_ref_name=task_ref_name,
+            status=status,
+            output=body or {},
+        )
+        topic = ctx.topics.workflow_signal
+    else:  # a worker's task completed by hand: the same as the worker reporting it
+        message = TaskResult(
+            id=f"result:{task.task_id}:{uuid.uuid4()}",
+            workflow_instance_id=workflow_id,
+            task_id=task.task_id,
+            status=status,
+            output_data=body or {},
+            worker_id=workerid,
+        )
+        topic = ctx.topics.task_result
+    await ctx.bus.publish([outgoing(topic, message, workflow_id, telemetry.inject())])
+    return task.task_id
+
+
+@router.get("/{task_id}")
+async def get_task(ctx: Ctx, task_id: str) -> dict[str, Any]:
+    workflow_id = await ctx.store.find_task_workflow(task_id)
+    document = await ctx.store.load_workflow(workflow_id) if workflow_id else None
+    if document is None:
+        raise ApiError(404, f"no task with id {task_id!r}")
+    for task in await load_executions(ctx.store, document):
+        if task.task_id == task_id:
+            return task_json(task, workflow=document)
+    raise ApiError(404, f"no task with id {task_id!r}")

@@ -1,0 +1,167 @@
+"""Assembling services onto adapters: one service per process in production (`cairn run X`),
+or all of them in one process on shared adapters (`cairn dev`).
+
+Each service is a component: it subscribes its handlers on the bus, then runs a loop until the
+stop event (or just waits), then releases what it holds. The order of a stop is: loops end (the
+api stops accepting requests), the bus finishes in-flight batches and closes, components release
+their resources, the store closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.clock import now_ms
+from shared.config import CairnSettings
+from shared.ports.bus import Bus
+from shared.ports.store import Store
+
+log = logging.getLogger("cairn")
+
+SERVICES = ("api", "decider", "scheduler", "timer", "sweeper")
+
+
+@dataclass
+class Component:
+    name: str
+    loop: Callable[[asyncio.Event], Coroutine[Any, Any, None]] | None = None
+    """Runs until the stop event is set; None: the component only handles bus messages."""
+    drains: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run before the bus stops: release batches that only this component could finish."""
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run after the bus stopped."""
+
+
+def _decider(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+    from services.decider.handler import DeciderHandler
+
+    handler = DeciderHandler(store, bus, settings.topics, now_ms)
+    bus.subscribe(
+        settings.topics.decider_inbound,
+        settings.topics.group("decider"),
+        handler.handle_batch,
+        max_batch=settings.decider_max_batch,
+    )
+    return Component("decider", closers=[handler.aclose])
+
+
+def _scheduler(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+    from services.scheduler.handler import SchedulerHandler
+
+    handler = SchedulerHandler(bus, settings.topics)
+    topics = settings.topics
+    bus.subscribe([topics.task_dispatch], topics.group("scheduler"), handler.handle_batch, max_batch=500)
+    return Component("scheduler")
+
+
+def _timer(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+    from services.timer.handler import TimerHandler
+
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    handler = TimerHandler(store, bus, settings.topics, now_ms, owner, int(settings.timer_lease_s * 1000))
+    topics = settings.topics
+    bus.subscribe([topics.timer_request], topics.group("timer"), handler.handle_requests, max_batch=500)
+
+    async def loop(stop: asyncio.Event) -> None:
+        await handler.run_firing_loop(stop, settings.timer_poll_interval_s)
+
+    return Component("timer", loop=loop)
+
+
+def _sweeper(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+    from services.sweeper.handler import Sweeper
+
+    sweeper = Sweeper(
+        store,
+        bus,
+        settings.topics,
+        now_ms,
+        int(settings.sweeper_outbox_grace_s * 1000),
+        int(settings.sweeper_stale_after_s * 1000),
+        int(settings.sweeper_stale_interval_s * 1000),
+    )
+
+    async def loop(stop: asyncio.Event) -> None:
+        await sweeper.run(stop, settings.sweeper_interval_s)
+
+    return Component("sweeper", loop=loop)
+
+
+def _api(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+    from services.api.app import create_app
+    from services.api.context import ApiContext
+    from services.api.dispatch import TaskDispatcher
+    from services.api.server import serve
+
+    dispatcher = TaskDispatcher(
+        bus, store, settings.topics, now_ms, idle_close_s=settings.api_poll_idle_close_s
+    )
+    app = create_app(ApiContext(store, bus, settings.topics, now_ms, dispatcher))
+
+    async def loop(stop: asyncio.Event) -> None:
+        await serve(app, settings.api_host, settings.api_port, stop)
+
+    return Component("api", loop=loop, drains=[dispatcher.aclose])
+
+
+BUILDERS: dict[str, Callable[[Store, Bus, CairnSettings], Component]] = {
+    "api": _api,
+    "decider": _decider,
+    "scheduler": _scheduler,
+    "timer": _timer,
+    "sweeper": _sweeper,
+}
+
+
+async def run_services(
+    services: Sequence[str], store: Store, bus: Bus, settings: CairnSettings, stop: asyncio.Event
+) -> None:
+    """Run `services` on one store and bus until `stop`; a crashed loop stops the others too,
+    and its error is raised once everything has been released."""
+    unknown = [name for name in services if name not in BUILDERS]
+    if unknown:
+        raise ValueError(f"unknown service(s) {', '.join(unknown)}; choose from {', '.join(SERVICES)}")
+    await bus.ensure_topics(settings.topics.fixed)
+    components = [BUILDERS[name](store, bus, settings) for name in services]
+    await bus.start()
+    failure: BaseException | None = None
+    try:
+        loops: list[asyncio.Task[Any]] = [
+            asyncio.create_task(c.loop(stop), name=c.name) for c in components if c.loop
+        ]
+        loops.append(asyncio.create_task(stop.wait(), name="stop"))
+        done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task.get_name() != "stop" and task.exception() is not None:
+                failure = task.exception()
+                log.error("%s failed: %s", task.get_name(), failure)
+        stop.set()
+        results = await asyncio.gather(*loops, return_exceptions=True)
+        failure = failure or next((r for r in results if isinstance(r, BaseException)), None)
+    finally:
+        for component in components:
+            for drain in component.drains:
+                await drain()
+        await bus.stop()
+        for component in components:
+            for close in component.closers:
+                await close()
+    if failure is not None:
+        raise failure
+
+
+async def run_production_service(service: str, settings: CairnSettings, stop: asyncio.Event) -> None:
+    """`cairn run <service>`: one service on Kafka and MongoDB."""
+    from services.common import kafka_bus, mongo_store
+
+    store = await mongo_store(settings)
+    try:
+        await run_services([service], store, kafka_bus(settings, f"cairn-{service}"), settings, stop)
+    finally:
+        await store.close()

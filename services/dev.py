@@ -1,0 +1,71 @@
+"""`cairn dev`: every service in one process. By default on the embedded adapters (SQLite store
+and SQLite-backed bus in one state file), so a new user needs no Kafka and no MongoDB; with Kafka
+and/or MongoDB addresses the same process runs on real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.assembly import SERVICES, run_services
+from services.common import embedded_bus, kafka_bus, mongo_store, sqlite_store
+from shared.config import CairnSettings
+from shared.ports.bus import Bus
+from shared.ports.store import Store
+
+log = logging.getLogger("cairn")
+
+
+@dataclass(frozen=True)
+class DevPlan:
+    """Where `cairn dev` keeps state: the state file, or real servers when given."""
+
+    db_path: Path
+    kafka: str | None = None
+    mongo: str | None = None
+
+    def describe(self) -> list[tuple[str, str]]:
+        store = f"MongoDB {self.mongo}" if self.mongo else f"{self.db_path} (SQLite)"
+        bus = f"Kafka {self.kafka}" if self.kafka else f"{self.db_path} (embedded bus)"
+        return [("store", store), ("bus", bus)]
+
+
+async def _adapters(plan: DevPlan, settings: CairnSettings) -> tuple[Store, Bus]:
+    if plan.mongo:
+        store: Store = await mongo_store(settings.model_copy(update={"mongo_url": plan.mongo}))
+    else:
+        store = await sqlite_store(str(plan.db_path))
+    if plan.kafka:
+        bus: Bus = kafka_bus(settings.model_copy(update={"kafka_bootstrap": plan.kafka}), "cairn-dev")
+    else:
+        bus = embedded_bus(str(plan.db_path), settings)
+    return store, bus
+
+
+async def _announce_when_listening(
+    settings: CairnSettings, announce: Callable[[], None], stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        try:
+            _, writer = await asyncio.open_connection(settings.api_host, settings.api_port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        announce()
+        return
+
+
+async def run_dev(
+    plan: DevPlan, settings: CairnSettings, stop: asyncio.Event, announce: Callable[[], None]
+) -> None:
+    store, bus = await _adapters(plan, settings)
+    announcing = asyncio.create_task(_announce_when_listening(settings, announce, stop))
+    try:
+        await run_services(SERVICES, store, bus, settings, stop)
+    finally:
+        announcing.cancel()
+        await store.close()

@@ -1,0 +1,724 @@
+"""Bus port for `cairn dev`: an append-only log in SQLite, with Kafka's delivery contract.
+
+Decision: messages are persisted in SQLite, in the same file as the SQLite store (whose tables are
+prefixed `store_`; every table here is prefixed `bus_`). One file holds the whole state of an
+embedded Cairn, so a copy of that file is a complete backup, and `publish` returns only after its
+transaction committed: what was published, and every offset committed after a handler returned,
+survives a SIGKILL of the process (WAL with synchronous=NORMAL loses nothing on a process crash,
+only possibly the last transactions on a power failure). Work that was fetched but not
+acknowledged is delivered again after a restart.
+
+Model (Kafka's, so the services cannot tell the two apart):
+- A topic has a fixed number of partitions; a message goes to partition crc32(key) mod partitions
+  (round robin without a key) and gets the next offset of that partition. Same key, same
+  partition, so per-key order is the order of offsets.
+- A consumer group has one committed offset per partition (`bus_offsets`); a group nobody has
+  seen before starts from the earliest retained message.
+- Members of a group share the partitions through leases (`bus_leases`). Every member announces
+  itself with a heartbeat (`bus_members`) and renews its leases with it. Between batches a member
+  computes its fair share among the group's live members, gives back partitions above it and
+  takes free or expired ones up to it. A member only reads partitions it holds an unexpired lease
+  on, and its offset commit is refused for a partition it no longer owns, so a partition is never
+  read by two members at once; the one overlap left is Kafka's too: a member whose heartbeats
+  stall for a whole session loses its partitions while its in-flight batch runs, and that batch
+  is delivered again to the new owner.
+- Publishing wakes this process's consumers of the topic at once; other processes see new
+  messages within `poll_interval_s`.
+- Retention: a message is deleted once every group known to its topic has committed past it and
+  it is older than `retention_s` (the bus prunes every `prune_interval_s` while started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
+
+from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS bus_topics (
+    topic TEXT PRIMARY KEY,
+    partitions INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bus_partitions (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bus_messages (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    key TEXT,
+    value BLOB NOT NULL,
+    headers TEXT NOT NULL,
+    published_at INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition, offset)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bus_groups (
+    grp TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    PRIMARY KEY (grp, topic)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bus_offsets (
+    grp TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    committed INTEGER NOT NULL,
+    PRIMARY KEY (grp, topic, partition)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bus_members (
+    grp TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    member TEXT NOT NULL,
+    seen_at INTEGER NOT NULL,
+    PRIMARY KEY (grp, topic, member)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bus_leases (
+    grp TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    lease_until INTEGER NOT NULL,
+    PRIMARY KEY (grp, topic, partition)
+) WITHOUT ROWID;
+"""
+
+TopicPartition = tuple[str, int]
+
+# How long a transaction waits for another connection's write lock (any process, the store too).
+BUSY_TIMEOUT_MS = 10_000
+
+# How soon a member below its fair share looks again for partitions given back by others.
+SHORT_RECHECK_S = 0.25
+
+
+def _now_ms() -> int:
+    """Wall-clock milliseconds: leases are compared across processes, so no monotonic clock."""
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- SQLite, synchronous ----------
+# Every function below runs on the bus's database thread and is one short transaction.
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    # isolation_level=None: no implicit transactions, only the explicit BEGINs below.
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    # executescript commits any open transaction first, so the script brings its own.
+    conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
+    return conn
+
+
+@contextlib.contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction that takes the write lock at BEGIN: a deferred transaction that
+    upgrades later can fail with SQLITE_BUSY at once instead of waiting for the lock."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def _read(conn: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: several SELECTs see one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def _ensure_topic(conn: sqlite3.Connection, topic: str, partitions: int) -> int:
+    """The topic's partition count, creating the topic first if needed (inside a write)."""
+    row = conn.execute("SELECT partitions FROM bus_topics WHERE topic = ?", (topic,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    conn.execute("INSERT INTO bus_topics (topic, partitions) VALUES (?, ?)", (topic, partitions))
+    conn.executemany(
+        "INSERT INTO bus_partitions (topic, partition, next_offset) VALUES (?, ?, 0)",
+        [(topic, p) for p in range(partitions)],
+    )
+    return partitions
+
+
+def _create_topics(conn: sqlite3.Connection, topics: Sequence[str], partitions: int) -> None:
+    with _write(conn):
+        for topic in topics:
+            _ensure_topic(conn, topic, partitions)
+
+
+def _append(
+    conn: sqlite3.Connection,
+    messages: Sequence[Outgoing],
+    partitions: int,
+    choose: Callable[[str | None, int], int],
+) -> None:
+    """Append all messages in one transaction: they become visible (and durable) together."""
+    now = _now_ms()
+    with _write(conn):
+        counts: dict[str, int] = {}
+        next_offsets: dict[TopicPartition, int] = {}
+        rows = []
+        for message in messages:
+            if message.topic not in counts:
+                counts[message.topic] = _ensure_topic(conn, message.topic, partitions)
+            where = (message.topic, choose(message.key, counts[message.topic]))
+            if where not in next_offsets:
+                next_offsets[where] = conn.execute(
+                    "SELECT next_offset FROM bus_partitions WHERE topic = ? AND partition = ?", where
+                ).fetchone()[0]
+            offset = next_offsets[where]
+            next_offsets[where] = offset + 1
+            headers = json.dumps(message.headers)
+            rows.append((*where, offset, message.key, message.value, headers, now))
+        conn.executemany(
+            "INSERT INTO bus_messages (topic, partition, offset, key, value, headers, published_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        conn.executemany(
+            "UPDATE bus_partitions SET next_offset = ? WHERE topic = ? AND partition = ?",
+            [(offset, topic, partition) for (topic, partition), offset in next_offsets.items()],
+        )
+
+
+def _fair_share(partitions: int, live: Sequence[str], member: str) -> int:
+    """This member's share: everyone gets partitions // n, the first (partitions % n) members in
+    id order one more. Every member computes the same split from the same table."""
+    ordered = sorted({*live, member})
+    base, extra = divmod(partitions, len(ordered))
+    return base + (1 if ordered.index(member) < extra else 0)
+
+
+@dataclass(frozen=True)
+class _Balance:
+    """What a rebalance did: whether it gave partitions back (peers may take them now) and whether
+    this member still holds fewer than its share (it should look again soon)."""
+
+    released: bool
+    short: bool
+
+
+def _rebalance(
+    conn: sqlite3.Connection, group: str, member: str, topics: Sequence[str], partitions: int, session_ms: int
+) -> _Balance:
+    """Heartbeat, then move this member's leases towards its fair share: give back what is above
+    it, take free or expired partitions up to it, renew the rest."""
+    now = _now_ms()
+    released = short = False
+    with _write(conn):
+        for topic in topics:
+            count = _ensure_topic(conn, topic, partitions)
+            conn.execute("INSERT OR IGNORE INTO bus_groups (grp, topic) VALUES (?, ?)", (group, topic))
+            conn.execute(
+                "INSERT INTO bus_members (grp, topic, member, seen_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT DO UPDATE SET seen_at = excluded.seen_at",
+                (group, topic, member, now),
+            )
+            live = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT member FROM bus_members WHERE grp = ? AND topic = ? AND seen_at > ?",
+                    (group, topic, now - session_ms),
+                )
+            ]
+            quota = _fair_share(count, live, member)
+            leases = {
+                partition: (owner, until)
+                for partition, owner, until in conn.execute(
+                    "SELECT partition, owner, lease_until FROM bus_leases WHERE grp = ? AND topic = ?",
+                    (group, topic),
+                )
+            }
+            mine = sorted(p for p, (owner, _) in leases.items() if owner == member)
+            for partition in mine[quota:]:
+                conn.execute(
+                    "DELETE FROM bus_leases WHERE grp = ? AND topic = ? AND partition = ? AND owner = ?",
+                    (group, topic, partition, member),
+                )
+            released = released or len(mine) > quota
+            mine = mine[:quota]
+            free = [
+                p for p in range(count) if p not in leases or (leases[p][0] != member and leases[p][1] <= now)
+            ]
+            taken = free[: max(0, quota - len(mine))]
+            conn.executemany(
+                "INSERT INTO bus_leases (grp, topic, partition, owner, lease_until) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
+                [(group, topic, p, member, now + session_ms) for p in taken],
+            )
+            conn.execute(
+                "UPDATE bus_leases SET lease_until = ? WHERE grp = ? AND topic = ? AND owner = ?",
+                (now + session_ms, group, topic, member),
+            )
+            short = short or len(mine) + len(taken) < quota
+    return _Balance(released=released, short=short)
+
+
+def _heartbeat(conn: sqlite3.Connection, group: str, member: str, session_ms: int) -> int:
+    """Stay live and keep the leases still owned (never takes one). Returns how many are held."""
+    now = _now_ms()
+    with _write(conn):
+        conn.execute("UPDATE bus_members SET seen_at = ? WHERE grp = ? AND member = ?", (now, group, member))
+        return conn.execute(
+            "UPDATE bus_leases SET lease_until = ? WHERE grp = ? AND owner = ?",
+            (now + session_ms, group, member),
+        ).rowcount
+
+
+def _fetch(
+    conn: sqlite3.Connection, group: str, member: str, max_batch: int, rotation: int
+) -> list[Received]:
+    """The next messages after the committed offsets of the partitions this member holds an
+    unexpired lease on. The starting partition rotates, so one busy partition starves no other."""
+    batch: list[Received] = []
+    with _read(conn):
+        positions = conn.execute(
+            "SELECT l.topic, l.partition, COALESCE(o.committed, 0) FROM bus_leases l"
+            " LEFT JOIN bus_offsets o ON o.grp = l.grp AND o.topic = l.topic AND o.partition = l.partition"
+            " WHERE l.grp = ? AND l.owner = ? AND l.lease_until > ? ORDER BY l.topic, l.partition",
+            (group, member, _now_ms()),
+        ).fetchall()
+        if not positions:
+            return batch
+        start = rotation % len(positions)
+        for topic, partition, committed in positions[start:] + positions[:start]:
+            rows = conn.execute(
+                "SELECT offset, key, value, headers FROM bus_messages"
+                " WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?",
+                (topic, partition, committed, max_batch - len(batch)),
+            )
+            batch.extend(
+                Received(
+                    topic=topic,
+                    value=bytes(value),
+                    key=key,
+                    headers=json.loads(headers),
+                    partition=partition,
+                    offset=offset,
+                )
+                for offset, key, value, headers in rows
+            )
+            if len(batch) >= max_batch:
+                break
+    return batch
+
+
+def _commit(
+    conn: sqlite3.Connection, group: str, member: str, positions: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    """Commit the next offset to read for each partition this member still owns (checked in the
+    same transaction). Returns the partitions whose commit was refused."""
+    refused: list[TopicPartition] = []
+    with _write(conn):
+        for (topic, partition), committed in positions.items():
+            owner = conn.execute(
+                "SELECT owner FROM bus_leases WHERE grp = ? AND topic = ? AND partition = ?",
+                (group, topic, partition),
+            ).fetchone()
+            if owner is None or owner[0] != member:
+                refused.append((topic, partition))
+                continue
+            conn.execute(
+                "INSERT INTO bus_offsets (grp, topic, partition, committed) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT DO UPDATE SET committed = MAX(committed, excluded.committed)",
+                (group, topic, partition, committed),
+            )
+    return refused
+
+
+def _leave(conn: sqlite3.Connection, group: str, member: str) -> None:
+    """Give back every lease at once, so the group's other members need not wait for expiry."""
+    with _write(conn):
+        conn.execute("DELETE FROM bus_leases WHERE grp = ? AND owner = ?", (group, member))
+        conn.execute("DELETE FROM bus_members WHERE grp = ? AND member = ?", (group, member))
+
+
+def _prune(conn: sqlite3.Connection, published_before: int, seen_before: int) -> int:
+    """Delete messages every known group of their topic has committed past and that were published
+    before `published_before`; forget members not seen since `seen_before`. Returns the count."""
+    deleted = 0
+    with _write(conn):
+        marks = conn.execute("SELECT topic, partition, next_offset FROM bus_partitions").fetchall()
+        for topic, partition, next_offset in marks:
+            (lowest,) = conn.execute(
+                "SELECT MIN(COALESCE(o.committed, 0)) FROM bus_groups g LEFT JOIN bus_offsets o"
+                " ON o.grp = g.grp AND o.topic = g.topic AND o.partition = ? WHERE g.topic = ?",
+                (partition, topic),
+            ).fetchone()
+            bound = next_offset if lowest is None else lowest
+            deleted += conn.execute(
+                "DELETE FROM bus_messages WHERE topic = ? AND partition = ? AND offset < ?"
+                " AND published_at < ?",
+                (topic, partition, bound, published_before),
+            ).rowcount
+        conn.execute("DELETE FROM bus_members WHERE seen_at < ?", (seen_before,))
+    return deleted
+
+
+# ---------------------------------------------------------------- the database thread ----------
+
+
+class _Database:
+    """One connection, used only from one worker thread: a sqlite3 connection must stay on the
+    thread that made it, and lock waits (busy_timeout) then block that thread, never the loop."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    async def run(
+        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="cairn-bus-db")
+
+        def bound(conn: sqlite3.Connection) -> T:
+            return fn(conn, *args, **kwargs)
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, bound)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:
+            self._conn = _connect(self._path)
+        return fn(self._conn)
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(executor, self._close_connection)
+        executor.shutdown(wait=False)
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+# ---------------------------------------------------------------- in-process wake-ups ----------
+
+
+class _LocalMembers:
+    """This process's members by database file, so a publish can wake its consumers at once and a
+    member leaving can make its group's other members rebalance at once (thread-safe: buses on
+    other threads' loops are woken through their own loop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._members: set[_Member] = set()
+
+    def add(self, member: _Member) -> None:
+        with self._lock:
+            self._members.add(member)
+
+    def discard(self, member: _Member) -> None:
+        with self._lock:
+            self._members.discard(member)
+
+    def _matching(self, path: str, test: Callable[[_Member], bool]) -> list[_Member]:
+        with self._lock:
+            return [m for m in self._members if m.path == path and test(m)]
+
+    def wake_topics(self, path: str, topics: set[str]) -> None:
+        for member in self._matching(path, lambda m: not topics.isdisjoint(m.topics)):
+            member.wake()
+
+    def nudge_group(self, path: str, group: str, besides: _Member) -> None:
+        for member in self._matching(path, lambda m: m.group == group and m is not besides):
+            member.nudge()
+
+
+_LOCAL = _LocalMembers()
+
+
+# ---------------------------------------------------------------- members ----------------------
+
+
+class _Member:
+    """One subscription: a member of a consumer group with its own consume loop and heartbeat."""
+
+    def __init__(
+        self,
+        bus: EmbeddedBus,
+        topics: Sequence[str],
+        group: str,
+        handler: BatchHandler,
+        max_batch: int,
+    ) -> None:
+        self.path = bus.path
+        self.topics = tuple(dict.fromkeys(topics))
+        self.group = group
+        self.id = f"{bus.client_id}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._bus = bus
+        self._handler = handler
+        self._max_batch = max_batch
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._rebalance_due = True
+        self._next_rebalance = 0.0
+        self._rotation = itertools.count()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
+
+    async def start(self) -> None:
+        """Join the group (the first rebalance), then consume and heartbeat in the background."""
+        self._loop = asyncio.get_running_loop()
+        await self._rebalance()
+        _LOCAL.add(self)
+        _LOCAL.nudge_group(self.path, self.group, besides=self)
+        self._tasks = [
+            asyncio.create_task(self._consume(), name=f"cairn-bus {self.group} {self.id}"),
+            asyncio.create_task(self._heartbeats(), name=f"cairn-bus heartbeat {self.id}"),
+        ]
+
+    async def close(self) -> None:
+        """Leave the group: let the in-flight batch finish (cancel it after the bus's graceful
+        timeout), then give back every lease so other members take over at once."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        self._wakeup.set()
+        _LOCAL.discard(self)
+        if self._tasks:
+            consume, heartbeats = self._tasks
+            _, pending = await asyncio.wait({consume}, timeout=self._bus.graceful_timeout_s)
+            for task in (*pending, heartbeats):
+                task.cancel()
+            await asyncio.gather(consume, heartbeats, return_exceptions=True)
+        try:
+            await self._bus.db.run(_leave, self.group, self.id)
+        except Exception:
+            log.warning("could not leave group %s cleanly; leases expire instead", self.group, exc_info=True)
+        _LOCAL.nudge_group(self.path, self.group, besides=self)
+        self._bus.forget(self)
+
+    def wake(self) -> None:
+        """New messages may be there (callable from any thread)."""
+        self._threadsafe(self._wakeup.set)
+
+    def nudge(self) -> None:
+        """The group changed: rebalance before the next fetch (callable from any thread)."""
+        self._threadsafe(self._nudged)
+
+    def _nudged(self) -> None:
+        self._rebalance_due = True
+        self._wakeup.set()
+
+    def _threadsafe(self, callback: Callable[[], None]) -> None:
+        if self._loop is None:
+            return
+        try:
+            self._loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # its loop is closed: a member that was never closed
+            _LOCAL.discard(self)
+
+    async def _rebalance(self) -> None:
+        """Between batches: converge on the fair share. A member short of its share looks again
+        soon (its partitions are being given back by another member, possibly in another process);
+        one that gave partitions back tells this process's peers to take them now."""
+        bus = self._bus
+        self._rebalance_due = False  # before the call: a nudge arriving meanwhile is kept
+        balance = await bus.db.run(
+            _rebalance, self.group, self.id, self.topics, bus.partitions, bus.session_ms
+        )
+        if balance.released:
+            _LOCAL.nudge_group(self.path, self.group, besides=self)
+        wait = min(bus.heartbeat_s, SHORT_RECHECK_S) if balance.short else bus.heartbeat_s
+        self._next_rebalance = asyncio.get_running_loop().time() + wait
+
+    async def _consume(self) -> None:
+        failures = 0
+        while not self._closing.is_set():
+            try:
+                if self._rebalance_due or asyncio.get_running_loop().time() >= self._next_rebalance:
+                    await self._rebalance()
+                self._wakeup.clear()  # before the fetch: a publish after it is not missed
+                batch = await self._bus.db.run(
+                    _fetch, self.group, self.id, self._max_batch, next(self._rotation)
+                )
+                if not batch:
+                    await self._idle()
+                    continue
+                delivered = await self._deliver(batch)
+                failures = 0 if delivered else failures + 1
+            except Exception:
+                failures += 1
+                log.exception("embedded bus consumer of %s failed; retrying", self.topics)
+            if failures:
+                await self._pause(min(0.1 * 2 ** min(failures, 6), 5.0))
+
+    async def _deliver(self, batch: list[Received]) -> bool:
+        """Hand the batch to the handler; commit only if it returned. False if it raised."""
+        try:
+            await self._handler(batch)
+        except Exception:
+            log.exception("handler for %s failed; the batch will be delivered again", self.topics)
+            return False
+        positions = {(m.topic, m.partition): m.offset + 1 for m in batch}  # offsets ascend per partition
+        refused = await self._bus.db.run(_commit, self.group, self.id, positions)
+        if refused:
+            log.warning("lost %s before committing; the new owner delivers them again", refused)
+        return True
+
+    async def _idle(self) -> None:
+        """Wait for a wake-up, the poll interval (other processes' publishes) or a rebalance."""
+        until_rebalance = self._next_rebalance - asyncio.get_running_loop().time()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, min(self._bus.poll_interval_s, until_rebalance))):
+                await self._wakeup.wait()
+
+    async def _pause(self, seconds: float) -> None:
+        """Back off before a redelivery, but not past `close()`."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._closing.wait()
+
+    async def _heartbeats(self) -> None:
+        """Renew the leases while a long batch runs; the consume loop rebalances between batches."""
+        while True:
+            await asyncio.sleep(self._bus.heartbeat_s)
+            try:
+                await self._bus.db.run(_heartbeat, self.group, self.id, self._bus.session_ms)
+            except Exception:
+                log.warning("embedded bus heartbeat failed for %s", self.group, exc_info=True)
+
+
+# ---------------------------------------------------------------- the bus ----------------------
+
+
+class EmbeddedBus:
+    """The `Bus` port on a SQLite file (see the module docstring for the model)."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        partitions: int = 4,
+        client_id: str = "cairn",
+        poll_interval_s: float = 0.05,
+        session_timeout_s: float = 10.0,
+        retention_s: float = 3600.0,
+        prune_interval_s: float = 60.0,
+        graceful_timeout_s: float = 15.0,
+    ) -> None:
+        self.path = os.path.realpath(path)
+        self.partitions = partitions
+        self.client_id = client_id
+        self.poll_interval_s = poll_interval_s
+        self.session_ms = int(session_timeout_s * 1000)
+        self.heartbeat_s = session_timeout_s / 3
+        self.graceful_timeout_s = graceful_timeout_s
+        self.db = _Database(self.path)
+        self._retention_ms = int(retention_s * 1000)
+        self._prune_interval_s = prune_interval_s
+        self._pending: list[tuple[tuple[str, ...], str, BatchHandler, int]] = []
+        self._members: list[_Member] = []
+        self._housekeeping: asyncio.Task[None] | None = None
+        self._started = False
+        self._round_robin = itertools.count()
+
+    def subscribe(
+        self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
+    ) -> None:
+        """Register a member of `group`; it joins when the bus starts."""
+        if self._started:
+            raise RuntimeError("the bus is running: use add_subscription to join a group now")
+        self._pending.append((tuple(topics), group, handler, max_batch))
+
+    async def add_subscription(
+        self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
+    ) -> Subscription:
+        """Join `group` now; the returned member's `close()` leaves it again."""
+        member = _Member(self, topics, group, handler, max_batch)
+        await member.start()
+        self._members.append(member)
+        return member
+
+    def forget(self, member: _Member) -> None:
+        """Called by a member that closed."""
+        if member in self._members:
+            self._members.remove(member)
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        pending, self._pending = self._pending, []
+        for topics, group, handler, max_batch in pending:
+            await self.add_subscription(topics, group, handler, max_batch=max_batch)
+        self._housekeeping = asyncio.create_task(self._prune_periodically(), name="cairn-bus prune")
+
+    async def stop(self) -> None:
+        """Members finish their in-flight batches and leave their groups; then the file is closed."""
+        self._started = False
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            await asyncio.gather(self._housekeeping, return_exceptions=True)
+            self._housekeeping = None
+        await asyncio.gather(*(member.close() for member in list(self._members)))
+        await self.db.close()
+
+    async def publish(self, messages: Sequence[Outgoing]) -> None:
+        """Append in one transaction; returns after COMMIT, then wakes local consumers."""
+        if not messages:
+            return
+        await self.db.run(_append, list(messages), self.partitions, self._partition_for)
+        _LOCAL.wake_topics(self.path, {message.topic for message in messages})
+
+    def _partition_for(self, key: str | None, partitions: int) -> int:
+        """Stable across processes and restarts (crc32, not Python's salted hash)."""
+        if key is None:
+            return next(self._round_robin) % partitions
+        return zlib.crc32(key.encode("utf-8")) % partitions
+
+    async def ensure_topics(self, topics: Sequence[str]) -> None:
+        await self.db.run(_create_topics, list(dict.fromkeys(topics)), self.partitions)
+
+    async def prune(self, older_than_ms: int) -> int:
+        """Delete messages older than `older_than_ms` that every known group has committed past;
+        forget members silent for far longer than a session. Returns how many messages went."""
+        now = _now_ms()
+        forget_after = max(60_000, 10 * self.session_ms)
+        return await self.db.run(_prune, now - older_than_ms, now - forget_after)
+
+    async def _prune_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._prune_interval_s)
+            try:
+                deleted = await self.prune(self._retention_ms)
+            except Exception:
+                log.warning("embedded bus retention pass failed", exc_info=True)
+                continue
+            if deleted:
+                log.debug("embedded bus pruned %d messages", deleted)

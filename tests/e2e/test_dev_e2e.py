@@ -1,0 +1,79 @@
+"""`cairn dev` end to end: one process on its state file, HTTP workers in another process, and a
+SIGKILL of the engine in the middle of the run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.devserver import DevServer
+from tests.e2e.definitions import PIPELINE, TASK_DEFS, expected_output
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+async def statuses(api: httpx.AsyncClient, ids: list[str]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for workflow_id in ids:
+        response = await api.get(f"/api/workflow/{workflow_id}")
+        if response.status_code == 200:
+            found[workflow_id] = response.json()
+    return found
+
+
+async def test_dev_killed_mid_run_and_restarted_on_the_same_file(tmp_path: Path) -> None:
+    server = DevServer(tmp_path)
+    server.start()
+    worker = server.worker(tmp_path)
+    worker.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as api:
+            assert (await api.post("/api/metadata/taskdefs", json=TASK_DEFS)).status_code == 200
+            assert (await api.post("/api/metadata/workflow", json=PIPELINE)).status_code == 200
+            ids = []
+            for i in range(50):
+                request = {
+                    "name": "e2e_pipeline",
+                    "workflowId": f"dev-wf-{i}",
+                    "input": {"n": i, "add": 2, "label": f"L{i}"},
+                }
+                response = await api.post("/api/workflow", json=request)
+                assert response.status_code == 200, response.text
+                ids.append(response.text)
+            deadline = time.monotonic() + 120
+            while True:
+                done = [w for w in (await statuses(api, ids)).values() if w["status"] == "COMPLETED"]
+                if len(done) >= 5:
+                    break
+                assert time.monotonic() < deadline, server.process.log_tail()
+                await asyncio.sleep(0.02)
+            assert len(done) < 50, "everything finished before the kill; the test proves nothing"
+            server.process.kill()
+            killed_with = len(done)
+
+        server.start()  # same file, same port; the worker reconnects on its own
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as api:
+            deadline = time.monotonic() + 180
+            while True:
+                found = await statuses(api, ids)
+                if len(found) == 50 and all(w["status"] != "RUNNING" for w in found.values()):
+                    break
+                assert time.monotonic() < deadline, (
+                    f"{sum(w['status'] == 'COMPLETED' for w in found.values())}/50 completed\n"
+                    f"{server.process.log_tail()}\n{worker.log_tail()}"
+                )
+                await asyncio.sleep(0.2)
+        for i, workflow_id in enumerate(ids):
+            workflow = found[workflow_id]
+            assert workflow["status"] == "COMPLETED", workflow
+            assert workflow["output"] == expected_output(i, workflow_id)
+            assert [t["status"] for t in workflow["tasks"]] == ["COMPLETED"] * 3
+        assert killed_with < 50
+    finally:
+        assert worker.stop() == 0, worker.log_tail()
+        assert server.process.stop() == 0, server.process.log_tail()
