@@ -6,5 +6,11 @@ python="${PYTHON:-python3}"
 if [[ ! -x "$root/.venv/bin/python" ]]; then
     "$python" -m venv "$root/.venv"
 fi
-"$root/.venv/bin/python" -m pip install -q --upgrade pip >&2
-"$root/.venv/bin/python" -m pip install -q -e "$root[test]" >&2
+# pip's and setuptools' chatter goes to a log, shown only when the install fails.
+log="$root/.venv/setup.log"
+if ! { "$root/.venv/bin/python" -m pip install -q --upgrade pip &&
+    "$root/.venv/bin/python" -m pip install -q -e "$root[test]"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup failed: the install log is above (and in $log)" >&2
+    exit 1
+fi
