@@ -235,3 +235,33 @@ async def test_concurrent_long_pollers_never_get_the_same_execution(dev_server: 
     everything = [task_id for tasks in received.values() for task_id in tasks]
     assert len(everything) == len(set(everything)) == count, "an execution was handed out twice"
     assert sum(1 for tasks in received.values() if tasks) >= 2, "the pollers did not compete"
+
+
+async def test_a_dispatch_delivered_twice_is_handed_out_once(
+    dev_server: DevServer, api: httpx.AsyncClient
+) -> None:
+    """The bus may deliver a task message again (redelivery after a crash, a rebalance). The
+    store claim keeps a second poller from receiving an execution another poller holds."""
+    from cairn.http_worker import task_from_conductor
+    from shared.adapters.embedded_bus import EmbeddedBus
+    from shared.messaging import outgoing
+    from shared.topics import Topics
+
+    task_type = name("twice")
+    workflow = {"name": name("held_task"), "tasks": [{"name": task_type, "taskReferenceName": "t"}]}
+    await register(api, workflow)
+    workflow_id = (await api.post(f"/api/workflow/{workflow['name']}", json={})).text
+    held = await poll_one(api, task_type)  # poller A holds it and has not reported yet
+
+    bus = EmbeddedBus(str(dev_server.db))  # another process on the same state file
+    try:
+        again = task_from_conductor(held)
+        await bus.publish([outgoing(Topics().tasks(task_type), again, workflow_id)])
+    finally:
+        await bus.stop()
+    response = await api.get(f"/api/tasks/poll/batch/{task_type}", params={"count": 5, "timeout": 3000})
+    assert response.status_code == 200 and response.json() == [], "the held execution was handed out again"
+
+    done = {"workflowInstanceId": workflow_id, "taskId": held["taskId"], "status": "COMPLETED"}
+    assert (await api.post("/api/tasks", json=done)).status_code == 200
+    await wait_for(api, workflow_id, lambda w: w["status"] == "COMPLETED")

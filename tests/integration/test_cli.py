@@ -1,4 +1,5 @@
-"""The `cairn` CLI against a real MongoDB-protocol server: registration, errors people can act on."""
+"""The `cairn` CLI against a real MongoDB-protocol server and against `cairn dev` over HTTP:
+registration, every command, errors people can act on."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cairn.cli import app
+from tests.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,3 +60,53 @@ def test_start_with_bad_json_input_is_refused_before_sending(env: None) -> None:
     assert code == 2 and "--input is not valid JSON" in out
     code, out = run("start", "order_pipeline", "--input", "[1, 2]")
     assert code == 2 and "must be a JSON object" in out
+
+
+def test_every_command_against_cairn_dev_over_http(dev_server: DevServer, tmp_path: Path) -> None:
+    """The CLI against `cairn dev`'s HTTP API (--server), including `cairn ls`."""
+    server = ["--server", dev_server.url]
+    approval = tmp_path / "approval.json"
+    approval.write_text(
+        json.dumps(
+            {
+                "name": "cli_approval",
+                "tasks": [{"name": "ok", "taskReferenceName": "ok", "type": "WAIT"}],
+                "outputParameters": {"by": "${ok.output.by}"},
+            }
+        )
+    )
+    code, out = run("def", "register", str(approval), *server)
+    assert code == 0 and "registered workflowDef cli_approval v1" in out, out
+    code, out = run("def", "ls", "--json", *server)
+    assert code == 0 and "cli_approval" in [d["name"] for d in json.loads(out)]
+
+    code, out = run("start", "cli_approval", "--id", "cli-1", "--input", '{"x": 1}', "--json", *server)
+    assert code == 0 and json.loads(out) == {"workflowId": "cli-1"}, out
+    code, out = run("start", "cli_approval", "--id", "cli-2", *server)
+    assert code == 0 and "cli-2" in out
+    code, out = run("ls", "--status", "RUNNING", "--name", "cli_approval", "--json", *server)
+    assert code == 0 and sorted(w["workflowId"] for w in json.loads(out)) == ["cli-1", "cli-2"]
+
+    code, out = run("signal", "cli-1", "ok", "--data", '{"by": "ana"}', *server)
+    assert code == 0, out
+    code, out = run("terminate", "cli-2", "--reason", "not needed", *server)
+    assert code == 0, out
+    code, out = run("watch", "cli-1", "cli-2", "--within", "30", "--json", *server)
+    assert code == 0, out
+    finished = json.loads(out)
+    assert finished["cli-1"]["status"] == "COMPLETED" and finished["cli-1"]["output"] == {"by": "ana"}
+    assert finished["cli-2"]["status"] == "TERMINATED" and finished["unfinished"] == []
+
+    code, out = run("status", "cli-1", "--json", *server)
+    assert code == 0 and [t["status"] for t in json.loads(out)["tasks"]] == ["COMPLETED"]
+    code, out = run("ls", "--status", "TERMINATED", *server)
+    assert code == 0 and "cli-2" in out and "TERMINATED" in out
+    code, out = run("status", "no-such-id", *server)
+    assert code == 2 and "not found" in out
+    code, out = run("start", "no_such_workflow", *server)
+    assert code == 2 and "no_such_workflow" in out and "register" in out
+
+
+def test_cli_without_a_server_says_how_to_start_one() -> None:
+    code, out = run("ls", "--server", "http://127.0.0.1:9")
+    assert code == 2 and "no Cairn api at http://127.0.0.1:9" in out and "cairn dev" in out
