@@ -77,3 +77,47 @@ async def test_dev_killed_mid_run_and_restarted_on_the_same_file(tmp_path: Path)
     finally:
         assert worker.stop() == 0, worker.log_tail()
         assert server.process.stop() == 0, server.process.log_tail()
+
+
+async def test_dev_runs_the_same_engine_on_kafka_and_mongodb(
+    tmp_path: Path, kafka_bootstrap: str, mongo_url: str, unique: str
+) -> None:
+    """`cairn dev --kafka --mongo`: one process, real servers, HTTP workers."""
+    server = DevServer(
+        tmp_path,
+        None,
+        "--kafka",
+        kafka_bootstrap,
+        "--mongo",
+        mongo_url,
+        CAIRN_TOPIC_PREFIX=f"dev{unique}.",
+        CAIRN_MONGO_DB=f"cairn_dev_{unique}",
+    )
+    server.start()
+    worker = server.worker(tmp_path)
+    worker.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as api:
+            assert (await api.post("/api/metadata/taskdefs", json=TASK_DEFS)).status_code == 200
+            assert (await api.post("/api/metadata/workflow", json=PIPELINE)).status_code == 200
+            ids = []
+            for i in range(5):
+                request = {"name": "e2e_pipeline", "input": {"n": i, "add": 2, "label": f"L{i}"}}
+                ids.append((await api.post("/api/workflow", json=request)).text)
+            deadline = time.monotonic() + 120
+            while True:
+                found = await statuses(api, ids)
+                if all(w["status"] == "COMPLETED" for w in found.values()) and len(found) == 5:
+                    break
+                assert time.monotonic() < deadline, f"{found}\n{server.process.log_tail()}"
+                await asyncio.sleep(0.2)
+        for i, workflow_id in enumerate(ids):
+            assert found[workflow_id]["output"] == expected_output(i, workflow_id)
+        assert not server.db.exists(), "with --kafka and --mongo no state file is written"
+        assert (
+            "Kafka" in server.process.log_path.read_text()
+            and "MongoDB" in server.process.log_path.read_text()
+        )
+    finally:
+        assert worker.stop() == 0, worker.log_tail()
+        assert server.process.stop() == 0, server.process.log_tail()
