@@ -16,7 +16,7 @@ from shared import telemetry
 from shared.core.tasktypes import REGISTRY
 from shared.messaging import outgoing
 from shared.models.messages import Signal, TaskResult
-from shared.models.runtime import CamelModel, TaskStatus
+from shared.models.runtime import CamelModel, TaskState, TaskStatus
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -95,6 +95,24 @@ async def update_task(ctx: Ctx, result: ConductorTaskResult) -> str:
     """Report a task execution's outcome. 404: no such execution. 409: the execution is no longer
     current (finished, timed out, retried, or its workflow ended) — the report is dropped and the
     workflow is unchanged."""
+    await _apply_result(ctx, result)
+    return result.task_id
+
+
+@router.post("/update-v2", response_model=None)
+async def update_task_and_poll(ctx: Ctx, result: ConductorTaskResult) -> dict[str, Any] | Response:
+    """Conductor's update-v2: report a result (same answers as `POST /api/tasks`) and receive the
+    next task of the same type at once (204 when none is waiting, or when the task is still in
+    progress), saving a worker one poll per task."""
+    task = await _apply_result(ctx, result)
+    if result.status is TaskStatus.IN_PROGRESS:
+        return Response(status_code=204)
+    tasks = await ctx.dispatcher.poll(task.task_type, result.worker_id or "http-worker", 1, 0.0)
+    return tasks[0] if tasks else Response(status_code=204)
+
+
+async def _apply_result(ctx: ApiContext, result: ConductorTaskResult) -> TaskState:
+    """Check the result is for a current execution and publish it; the execution it is for."""
     document = await ctx.store.load_workflow(result.workflow_instance_id)
     if document is None:
         raise ApiError(404, f"no workflow with id {result.workflow_instance_id!r}")
@@ -123,7 +141,7 @@ async def update_task(ctx: Ctx, result: ConductorTaskResult) -> str:
     await ctx.bus.publish(
         [outgoing(ctx.topics.task_result, message, result.workflow_instance_id, telemetry.inject())]
     )
-    return result.task_id
+    return current
 
 
 @router.post("/{workflow_id}/{task_ref_name}/{status}", response_class=PlainTextResponse)

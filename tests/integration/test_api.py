@@ -265,3 +265,40 @@ async def test_a_dispatch_delivered_twice_is_handed_out_once(
     done = {"workflowInstanceId": workflow_id, "taskId": held["taskId"], "status": "COMPLETED"}
     assert (await api.post("/api/tasks", json=done)).status_code == 200
     await wait_for(api, workflow_id, lambda w: w["status"] == "COMPLETED")
+
+
+async def test_update_v2_reports_and_hands_over_the_next_task(api: httpx.AsyncClient) -> None:
+    task_type = name("v2")
+    workflow = {
+        "name": name("v2flow"),
+        "tasks": [{"name": task_type, "taskReferenceName": "t"}],
+        "outputParameters": {"got": "${t.output.got}"},
+    }
+    await register(api, workflow)
+    ids = [(await api.post(f"/api/workflow/{workflow['name']}", json={})).text for _ in range(2)]
+    first = await poll_one(api, task_type)
+    await asyncio.sleep(0.3)  # let the second dispatch reach the api
+    report = {
+        "workflowInstanceId": first["workflowInstanceId"],
+        "taskId": first["taskId"],
+        "status": "COMPLETED",
+        "outputData": {"got": 1},
+        "workerId": "w",
+    }
+    response = await api.post("/api/tasks/update-v2", json=report)
+    assert response.status_code == 200, response.text
+    second = response.json()
+    assert second["taskType"] == task_type and second["workflowInstanceId"] != first["workflowInstanceId"]
+    report = {
+        "workflowInstanceId": second["workflowInstanceId"],
+        "taskId": second["taskId"],
+        "status": "COMPLETED",
+        "outputData": {"got": 2},
+        "workerId": "w",
+    }
+    response = await api.post("/api/tasks/update-v2", json=report)
+    assert response.status_code == 204
+    outputs = [(await wait_for(api, i, lambda w: w["status"] == "COMPLETED"))["output"]["got"] for i in ids]
+    assert sorted(outputs) == [1, 2]
+    response = await api.post("/api/tasks/update-v2", json=report)
+    assert response.status_code == 409, "the same answers as POST /api/tasks"
