@@ -31,13 +31,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.models.definitions import TaskDef, WorkflowDef
@@ -47,6 +46,10 @@ from shared.ports.store import Commit
 
 DUPLICATE_KEY = 11000
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
+# Timer claim records of a timer that is gone are pruned once its newest is this old (far beyond
+# any lease), at most this many per housekeeping run.
+TIMER_CLAIM_RETENTION_MS = 10 * 60 * 1000
+TIMER_CLAIM_PRUNE_BATCH = 10_000
 
 
 def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> dict[str, Any]:
@@ -137,6 +140,10 @@ def _marker_id(workflow_id: str, version: int) -> str:
     return f"{workflow_id}#{version}"
 
 
+def _timer_claim_id(timer_id: str, replaces: int) -> str:
+    return f"{timer_id}@{replaces}"
+
+
 class MongoStore:
     def __init__(self, url: str, database: str = "cairn", timeout_ms: int = 30_000) -> None:
         # A bound on every operation: a request the server never answers fails (and the batch is
@@ -174,6 +181,7 @@ class MongoStore:
         await self._outbox_pending.create_index([("since", ASCENDING)])
         await self._tasks.create_index([("workflowInstanceId", ASCENDING), ("seq", ASCENDING)])
         await self._timers.create_index([("fireAt", ASCENDING)])
+        await self._timer_claims.create_index([("timerId", ASCENDING)])
         await self._workflow_defs.create_index([("name", ASCENDING), ("version", DESCENDING)])
 
     async def close(self) -> None:
@@ -381,8 +389,46 @@ class MongoStore:
         return [data["_id"] async for data in cursor]
 
     async def housekeeping(self, now: int) -> None:
-        """Prune commit records old enough that no reader can still hold the version they fence."""
-        await self._commits.delete_many({"updatedAt": {"$lt": now - COMMIT_RECORD_RETENTION_MS}})
+        """Prune commit records old enough that no reader can still hold the version they fence,
+        and the timer claim records `delete_timers` left behind."""
+        await asyncio.gather(
+            self._commits.delete_many({"updatedAt": {"$lt": now - COMMIT_RECORD_RETENTION_MS}}),
+            self._prune_timer_claims(now),
+        )
+
+    async def _prune_timer_claims(self, now: int) -> None:
+        """Drop the claim records of timers that are gone, all of a timer's records at once, once
+        its newest is older than `TIMER_CLAIM_RETENTION_MS`.
+
+        `delete_timers` removes a timer's records with it; what is left here is what a process
+        left that died between the two deletes, a claimant that had read the timer just before its
+        deletion and inserted after it, and records of the previous adapter version (no `timerId`).
+        Safe because exclusivity needs the chain only while its timer exists: the chain of an
+        existing timer is never touched, so every claimer following it, from whatever stale
+        starting point, meets the same single next id. Pruning whole chains only, and long after
+        their last claim, means no remnant of an old chain can branch off one that a redelivered
+        arm request (the same timer id again) starts later."""
+        horizon = now - TIMER_CLAIM_RETENTION_MS
+        old = await self._timer_claims.find(
+            {"at": {"$lt": horizon}}, {"timerId": 1}, limit=TIMER_CLAIM_PRUNE_BATCH
+        ).to_list()
+        by_timer: dict[str, list[str]] = {}
+        for record in old:
+            timer_id = record.get("timerId") or str(record["_id"]).rpartition("@")[0]
+            by_timer.setdefault(timer_id, []).append(record["_id"])
+        if not by_timer:
+            return
+        timer_ids = list(by_timer)
+        existing, young = await asyncio.gather(
+            asyncio.gather(*(self._timers.find_one({"_id": t}, {"_id": 1}) for t in timer_ids)),
+            self._timer_claims.find(
+                {"timerId": {"$in": timer_ids}, "at": {"$gte": horizon}}, {"timerId": 1}
+            ).to_list(),
+        )
+        keep = {data["_id"] for data in existing if data is not None} | {r["timerId"] for r in young}
+        doomed = [record_id for t, ids in by_timer.items() if t not in keep for record_id in ids]
+        if doomed:
+            await self._timer_claims.delete_many({"_id": {"$in": doomed}})
 
     # ---- task records ----
 
@@ -444,28 +490,90 @@ class MongoStore:
         await self._timers.replace_one({"_id": timer.timer_id}, data, upsert=True)
 
     async def delete_timers(self, timer_ids: Sequence[str]) -> None:
+        """The timers, then their claim records (one filter for all: on FerretDB one scan of the
+        small claims collection, not one per timer). Records a crash in between leaves, and those
+        of the previous adapter version (no `timerId`), are pruned by `housekeeping`."""
         if timer_ids:
             await self._timers.delete_many({"_id": {"$in": list(timer_ids)}})
-            for timer_id in timer_ids:
-                await self._timer_claims.delete_many({"_id": {"$regex": f"^{re.escape(timer_id)}@"}})
+            await self._timer_claims.delete_many({"timerId": {"$in": list(timer_ids)}})
 
     async def claim_due_timers(self, now: int, owner: str, lease_ms: int, limit: int) -> list[TimerRecord]:
-        """A claim is the insert of `<timerId>@<claimUntil it replaces>`: unique per lease
-        generation, so of several replicas seeing the same due timer exactly one claims it."""
-        claimed: list[TimerRecord] = []
-        cursor = self._timers.find(
+        """A claim is the insert of `<timerId>@<claimUntil of the claim it replaces>` (`@0` for the
+        first), carrying its own `claimUntil`: unique per lease generation, so of several replicas
+        that saw the same expired (or no) claim exactly one inserts it. As in `claim_task`, the
+        claims of a timer form a chain (each record's `claimUntil` names the next one's `_id`) and
+        the record *is* the claim; the timer document's `claimUntil` is only a hint, written after
+        the insert so the due-timer query skips claimed timers, and the chain is entered there.
+
+        A claimant that dies between its insert and that write leaves the hint one generation
+        behind: the next claimer's insert collides, it reads the record it collided with, and
+        inserts the following generation once that claim has run out (before: the same id
+        collided forever and the timer never fired). The same walk handles a re-arm, which resets
+        the hint to 0, and a late hint write that sets it back. No conditional update anywhere:
+        FerretDB does not run them atomically (docs/architecture.md).
+
+        Round trips for a batch of any size: the query, one insert_many, one bulk_write; a
+        collision adds a read, and after a dead claimant an insert (all collisions concurrently)."""
+        if lease_ms <= 0:
+            raise ValueError("claim_due_timers: lease_ms must be positive")
+        until = now + lease_ms
+        due = await self._timers.find(
             {"fireAt": {"$lte": now}, "claimUntil": {"$lte": now}}, sort=[("fireAt", ASCENDING)], limit=limit
+        ).to_list()
+        if not due:
+            return []
+
+        def claim(timer_id: str, replaces: int) -> dict[str, Any]:
+            return {
+                "_id": _timer_claim_id(timer_id, replaces),
+                "timerId": timer_id,
+                "owner": owner,
+                "at": now,
+                "claimUntil": until,
+            }
+
+        inserted = await _insert_all(
+            self._timer_claims, [claim(d["_id"], d.get("claimUntil", 0)) for d in due]
         )
-        async for data in cursor:
-            try:
-                await self._timer_claims.insert_one(
-                    {"_id": f"{data['_id']}@{data['claimUntil']}", "owner": owner, "at": now}
-                )
-            except DuplicateKeyError:
-                continue
-            await self._timers.update_one(
-                {"_id": data["_id"]}, {"$set": {"claimUntil": now + lease_ms, "claimedBy": owner}}
+        collided = [d for d, ok in zip(due, inserted, strict=True) if not ok]
+        behind = await asyncio.gather(
+            *(
+                self._claim_timer_behind(d["_id"], d.get("claimUntil", 0), now, lease_ms, claim)
+                for d in collided
             )
-            data.update(claimUntil=now + lease_ms, claimedBy=owner)
-            claimed.append(TimerRecord.model_validate(data))
-        return claimed
+        )
+        taken = {d["_id"] for d, ok in zip(collided, behind, strict=True) if ok}
+        won = [d for d, ok in zip(due, inserted, strict=True) if ok or d["_id"] in taken]
+        if won:
+            await self._timers.bulk_write(
+                [
+                    UpdateOne({"_id": d["_id"]}, {"$set": {"claimUntil": until, "claimedBy": owner}})
+                    for d in won
+                ],
+                ordered=False,
+            )
+        return [TimerRecord.model_validate({**d, "claimUntil": until, "claimedBy": owner}) for d in won]
+
+    async def _claim_timer_behind(
+        self,
+        timer_id: str,
+        replaces: int,
+        now: int,
+        lease_ms: int,
+        claim: Callable[[str, int], dict[str, Any]],
+    ) -> bool:
+        """Follow the chain from the taken record `<timerId>@<replaces>` by `_id` lookups to its
+        end; claim the next generation iff the last claim has run out."""
+        while True:
+            current = await self._timer_claims.find_one({"_id": _timer_claim_id(timer_id, replaces)})
+            if current is None:  # the end of the chain (or deleted with its timer meanwhile)
+                try:
+                    await self._timer_claims.insert_one(claim(timer_id, replaces))
+                except DuplicateKeyError:
+                    continue  # another claimer took it first: read it
+                return True
+            # The previous version's records have no claimUntil: their lease ran from `at`.
+            claim_until = current.get("claimUntil", current.get("at", 0) + lease_ms)
+            if not replaces < claim_until <= now:
+                return False  # a live claim, whoever holds it (or a record naming no later one)
+            replaces = claim_until

@@ -4,6 +4,7 @@ deploy/local/up.sh) and SQLite (a file under the test's tmp_path)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -212,6 +213,159 @@ async def test_timers_claimed_once_until_lease_expires(store: Store) -> None:
     assert await store.claim_due_timers(now=10_000, owner="d", lease_ms=1000, limit=10) == [
         TimerRecord(timer_id="later", workflow_id="wf", fire_at=5000, claimed_by="d", claim_until=11_000)
     ]
+
+
+class ClaimantDiedError(Exception):
+    """Stands for a timer replica killed in the middle of a claim."""
+
+
+class _DiesOnWrite:
+    """A MongoDB collection as a process sees it that dies at its first write to it: reads pass."""
+
+    WRITES = frozenset(
+        {
+            "update_one",
+            "update_many",
+            "bulk_write",
+            "replace_one",
+            "find_one_and_update",
+            "find_one_and_replace",
+        }
+    )
+
+    def __init__(self, collection: Any) -> None:
+        self._collection = collection
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.WRITES:
+
+            async def die(*args: object, **kwargs: object) -> None:
+                raise ClaimantDiedError(name)
+
+            return die
+        return getattr(self._collection, name)
+
+
+async def die_mid_claim(adapter: str, store: Store, now: int, lease_ms: int) -> None:
+    """A timer replica starts claiming the due timers and dies before it has finished.
+
+    MongoDB: it dies after its claim records are inserted and before the timer documents are
+    written (the gap between the two). SQLite claims in one transaction, so a claimant dies either
+    before it (leaving nothing) or after it (leaving a whole claim that nobody fires): the latter."""
+    if adapter != "mongo":
+        assert await store.claim_due_timers(now=now, owner="dead", lease_ms=lease_ms, limit=100)
+        return
+    raw: Any = store
+    timers = raw._timers
+    raw._timers = _DiesOnWrite(timers)
+    try:
+        with pytest.raises(ClaimantDiedError):
+            await store.claim_due_timers(now=now, owner="dead", lease_ms=lease_ms, limit=100)
+    finally:
+        raw._timers = timers
+    assert await raw._timer_claims.count_documents({}) > 0, "the claimant died before the gap"
+
+
+async def claim_concurrently(stores: list[Store], now: int, lease_ms: int = 1000) -> list[tuple[str, str]]:
+    """(claimer, timer id) of every claim made by eight concurrent claimers across `stores`."""
+    results = await asyncio.gather(
+        *(
+            adapter.claim_due_timers(now=now, owner=f"c{i}", lease_ms=lease_ms, limit=100)
+            for i, adapter in enumerate(stores * (8 // len(stores)))
+        )
+    )
+    claims = [(f"c{i}", timer.timer_id) for i, timers in enumerate(results) for timer in timers]
+    for i, timers in enumerate(results):
+        assert all(t.claimed_by == f"c{i}" and t.claim_until == now + lease_ms for t in timers)
+    return claims
+
+
+async def test_timer_whose_claimant_died_mid_claim_is_claimed_again_once(
+    adapter: str, store: Store, fresh_store: Store
+) -> None:
+    """The port's promise: a timer whose claimant died is claimed again once the lease runs out —
+    by exactly one of several concurrent claimers (two processes), and again after that one dies."""
+    for trial in range(3):
+        timer_id = f"t{trial}"
+        await store.upsert_timer(TimerRecord(timer_id=timer_id, workflow_id="wf", fire_at=100))
+        await die_mid_claim(adapter, fresh_store, now=200, lease_ms=1000)
+        # While the dead claimant's lease lasts, nobody fires the timer.
+        assert await claim_concurrently([store, fresh_store], now=1199) == []
+        # Once it has run out, exactly one claimer does, and holds it for its own lease.
+        claims = await claim_concurrently([store, fresh_store], now=1200)
+        assert [timer for _, timer in claims] == [timer_id], f"trial {trial}: {claims}"
+        assert await claim_concurrently([fresh_store, store], now=2199) == []
+        # The winner dies too (it never deletes the timer), and the arm request is redelivered.
+        await store.upsert_timer(TimerRecord(timer_id=timer_id, workflow_id="wf", fire_at=100))
+        again = await claim_concurrently([fresh_store, store], now=2200)
+        assert [timer for _, timer in again] == [timer_id], f"trial {trial}: after {claims} died: {again}"
+        await store.delete_timers([timer_id])
+        assert await claim_concurrently([store, fresh_store], now=10_000) == []
+
+
+async def test_housekeeping_keeps_timer_claims_and_prunes_those_of_gone_timers(
+    adapter: str, store: Store, fresh_store: Store
+) -> None:
+    """Housekeeping long after a claim ran out must not let two claimers in (a timer that still
+    exists keeps its claim records); on MongoDB it prunes claim records whose timer is gone."""
+    day = 24 * 3600 * 1000
+    for timer_id in ("kept", "orphaned", "deleted"):
+        await store.upsert_timer(TimerRecord(timer_id=timer_id, workflow_id="wf", fire_at=100))
+    await die_mid_claim(adapter, fresh_store, now=200, lease_ms=1000)
+    await store.delete_timers(["deleted"])
+    raw: Any = store
+    if adapter == "mongo":
+        assert await raw._timer_claims.count_documents({"_id": {"$regex": "^deleted@"}}) == 0
+        # Records whose timer is gone without them: "orphaned" was deleted by a process that died
+        # before it removed the claim records (or a claimant that had read the timer just before
+        # its deletion inserted after it); "legacy" is from the adapter's previous version.
+        await raw._timers.delete_one({"_id": "orphaned"})
+        await raw._timer_claims.insert_one({"_id": "legacy@0", "owner": "old", "at": 200})
+        # A gone timer's chain whose last claim is recent: it goes whole or not at all.
+        await raw._timer_claims.insert_many(
+            [
+                {"_id": "recent@0", "timerId": "recent", "owner": "x", "at": 200, "claimUntil": 1200},
+                {
+                    "_id": "recent@1200",
+                    "timerId": "recent",
+                    "owner": "y",
+                    "at": day - 1000,
+                    "claimUntil": day,
+                },
+            ]
+        )
+    else:
+        await store.delete_timers(["orphaned"])
+
+    await store.housekeeping(now=2000)  # young records of gone timers stay a while
+    if adapter == "mongo":
+        assert await raw._timer_claims.count_documents({"_id": {"$in": ["orphaned@0", "legacy@0"]}}) == 2
+
+    await store.housekeeping(now=day)
+    if adapter == "mongo":
+        remaining = sorted([r["_id"] async for r in raw._timer_claims.find({}, {"_id": 1})])
+        assert remaining == ["kept@0", "recent@0", "recent@1200"], "only gone timers' old chains go"
+    assert [timer for _, timer in await claim_concurrently([store, fresh_store], now=day)] == ["kept"]
+    # All its records are old now, but the timer still exists: they stay, and so does exclusivity.
+    await store.housekeeping(now=2 * day)
+    if adapter == "mongo":
+        remaining = sorted([r["_id"] async for r in raw._timer_claims.find({}, {"_id": 1})])
+        assert remaining == ["kept@0", "kept@1200"]
+    assert [timer for _, timer in await claim_concurrently([fresh_store, store], now=2 * day)] == ["kept"]
+
+
+@pytest.mark.integration
+async def test_mongo_timer_stuck_under_the_previous_claim_format_is_claimed_again(
+    mongo_store: Any, mongo_fresh_store: Any
+) -> None:
+    """The previous adapter version's claim record (`<timerId>@<claimUntil>` with only `owner` and
+    `at`) left by a claimant that died mid-claim: the timer is claimed once that claimant's lease,
+    counted from `at`, has run out."""
+    await mongo_store.upsert_timer(TimerRecord(timer_id="stuck", workflow_id="wf", fire_at=100))
+    await mongo_store._timer_claims.insert_one({"_id": "stuck@0", "owner": "dead", "at": 200})
+    assert await claim_concurrently([mongo_store, mongo_fresh_store], now=1199) == []
+    claims = await claim_concurrently([mongo_fresh_store, mongo_store], now=1200)
+    assert [timer for _, timer in claims] == ["stuck"]
 
 
 async def test_definition_snapshot_roundtrips_through_a_cold_reader(store: Store, fresh_store: Store) -> None:
