@@ -122,7 +122,7 @@ class TaskDispatcher:
             queue.last_poll = loop.time()
             offers = queue.take(count - len(handed))
             if offers:
-                handed.extend(await self._hand_out(offers, worker_id))
+                handed.extend(await self._hand_out(queue, offers, worker_id))
                 continue
             remaining = deadline - loop.time()
             if handed or remaining <= 0 or queue.closed:
@@ -130,13 +130,21 @@ class TaskDispatcher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(queue.arrived.wait(), remaining)
 
-    async def _hand_out(self, offers: Sequence[_Offer], worker_id: str) -> list[dict[str, Any]]:
-        documents = await self.store.load_workflows(list({o.task.workflow_instance_id for o in offers}))
+    async def _hand_out(
+        self, queue: _TypeQueue, offers: Sequence[_Offer], worker_id: str
+    ) -> list[dict[str, Any]]:
+        """Claim and return the offers that are still current. Every offer taken leaves settled
+        (handed out, stale, or failed back to the bus) or back at the head of the queue (the
+        poll was cancelled), so no bus batch waits forever on a task nobody holds."""
+        pending = list(offers)
         handed: list[dict[str, Any]] = []
-        now = self.clock()
-        for offer in offers:
-            task = offer.task
-            try:
+        try:
+            ids = list({offer.task.workflow_instance_id for offer in pending})
+            documents = await self.store.load_workflows(ids)
+            now = self.clock()
+            while pending:
+                offer = pending[0]
+                task = offer.task
                 if is_stale(documents.get(task.workflow_instance_id), task):
                     log.debug("dropping stale dispatch of task %s", task.task_id)
                 elif await self.store.claim_task(
@@ -148,11 +156,19 @@ class TaskDispatcher:
                     handed.append(polled_task_json(task, worker_id, now))
                 else:
                     log.info("task %s dispatch %d is held by another poller", task.task_id, task.poll_count)
-            except Exception as error:
-                # The store failed mid hand-out: leave the batch unacknowledged (redelivered).
-                offer.settled.set_exception(error)
-                continue
-            offer.settled.set_result(None)
+                pending.pop(0)
+                offer.settled.set_result(None)
+        except Exception as error:
+            # The store failed: the rest go back to the bus (their batch is delivered again).
+            log.warning("handing out %s tasks failed: %s", queue.task_type, error)
+            for offer in pending:
+                if not offer.settled.done():
+                    offer.settled.set_exception(error)
+            pending = []
+        finally:
+            if pending:  # cancelled mid hand-out (the poller went away)
+                queue.offers.extendleft(reversed(pending))
+                queue.arrived.set()
         return handed
 
     async def _queue(self, task_type: str) -> _TypeQueue:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated, Any
 
@@ -15,6 +16,7 @@ from services.api.views import find_execution, load_executions
 from shared import telemetry
 from shared.core.tasktypes import REGISTRY
 from shared.messaging import outgoing
+from shared.models.definitions import TASK_NAME_PATTERN
 from shared.models.messages import Signal, TaskResult
 from shared.models.runtime import CamelModel, TaskState, TaskStatus
 
@@ -66,6 +68,7 @@ async def batch_poll(
 ) -> list[dict[str, Any]]:
     """Up to `count` tasks, waiting up to `timeout` ms for the first; an empty list when none."""
     _no_domains(domain)
+    _check_task_type(task_type)
     return await ctx.dispatcher.poll(
         task_type, workerid or "http-worker", count, min(timeout, MAX_POLL_TIMEOUT_MS) / 1000
     )
@@ -77,8 +80,22 @@ async def poll(
 ) -> dict[str, Any] | Response:
     """One task, or 204 No Content when none is waiting (Conductor's single poll does not wait)."""
     _no_domains(domain)
+    _check_task_type(task_type)
     tasks = await ctx.dispatcher.poll(task_type, workerid or "http-worker", 1, 0.1)
     return tasks[0] if tasks else Response(status_code=204)
+
+
+TASK_TYPE = re.compile(TASK_NAME_PATTERN)
+
+
+def _check_task_type(task_type: str) -> None:
+    """Task types become topic names (`tasks.<type>`), so they are held to Kafka's alphabet."""
+    if not TASK_TYPE.match(task_type):
+        raise ApiError(
+            400,
+            f"taskType: {task_type!r} is not a valid task type (letters, digits, '.', '_', '-'; at most 200)",
+            [("taskType", "letters, digits, '.', '_' and '-' only")],
+        )
 
 
 def _no_domains(domain: str | None) -> None:

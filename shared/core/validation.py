@@ -7,13 +7,20 @@ not implement yet. The second kind names the field too, so the author knows exac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from shared.core.tasktypes import REGISTRY, TaskTypeRegistry
-from shared.models.definitions import CONDUCTOR_TASK_TYPES, TaskDef, WorkflowDef, WorkflowTask
+from shared.models.definitions import (
+    CONDUCTOR_TASK_TYPES,
+    TASK_NAME_PATTERN,
+    TaskDef,
+    WorkflowDef,
+    WorkflowTask,
+)
 
 
 class DefinitionError(ValueError):
@@ -99,7 +106,11 @@ def parse_task_def(data: Any, prefix: str = "") -> TaskDef:
 _NOT_YET = "is not supported by Cairn yet; remove it or leave it at Conductor's default"
 
 
+_NAME_RULE = "letters, digits, '.', '_' and '-' only (at most 200): it becomes a topic name"
+
+
 def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, str]]:
+    naming = [] if re.match(TASK_NAME_PATTERN, task_def.name) else [(f"{prefix}name", _NAME_RULE)]
     checks: list[tuple[str, bool]] = [
         ("timeoutSeconds", task_def.timeout_seconds > 0),
         ("responseTimeoutSeconds", task_def.response_timeout_seconds != 3600),
@@ -113,7 +124,7 @@ def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, st
         ("isolationGroupId", bool(task_def.isolation_group_id)),
         ("executionNameSpace", bool(task_def.execution_name_space)),
     ]
-    return [(f"{prefix}{name}", _NOT_YET) for name, used in checks if used]
+    return naming + [(f"{prefix}{name}", _NOT_YET) for name, used in checks if used]
 
 
 def _task_problems(node: WorkflowTask, path: str, registry: TaskTypeRegistry) -> list[tuple[str, str]]:
@@ -128,6 +139,8 @@ def _task_problems(node: WorkflowTask, path: str, registry: TaskTypeRegistry) ->
                 f"task type {node.type!r} is not supported by Cairn yet (supported: {supported})",
             )
         )
+    if node.type == "SIMPLE" and not re.match(TASK_NAME_PATTERN, node.name):
+        problems.append((f"{path}.name", _NAME_RULE))
     checks: list[tuple[str, bool]] = [
         ("startDelay", node.start_delay != 0),
         ("asyncComplete", node.async_complete),

@@ -15,6 +15,9 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+TASK_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+"""What a worker task's name may be: it becomes a topic name (`tasks.<name>`), so Kafka's alphabet."""
+
 
 class ConductorModel(BaseModel):
     """Base for Conductor JSON: camelCase aliases, unknown fields rejected, snake_case in Python."""

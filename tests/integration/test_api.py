@@ -302,3 +302,9 @@ async def test_update_v2_reports_and_hands_over_the_next_task(api: httpx.AsyncCl
     assert sorted(outputs) == [1, 2]
     response = await api.post("/api/tasks/update-v2", json=report)
     assert response.status_code == 409, "the same answers as POST /api/tasks"
+
+
+async def test_polling_a_task_type_that_cannot_be_a_topic_is_400(api: httpx.AsyncClient) -> None:
+    response = await api.get("/api/tasks/poll/batch/bad type!", params={"timeout": 0})
+    assert response.status_code == 400 and "taskType" in response.json()["message"]
+    assert (await api.get("/health")).status_code == 200

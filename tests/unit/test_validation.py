@@ -81,3 +81,15 @@ def test_registry_fails_loudly() -> None:
         registry.register(SimpleTask())
     with pytest.raises(UnknownTaskTypeError):
         registry.get("WAIT")
+
+
+def test_worker_task_names_must_be_usable_as_topic_names() -> None:
+    data = definition()
+    data["tasks"][1]["name"] = "charge card!"
+    [(path, message)] = problems(data)
+    assert path == "tasks[1].name" and "topic name" in message
+    # WAIT tasks are never dispatched to a topic: any name goes.
+    parse_workflow_def(definition(tasks=[{"name": "wait for ana", "taskReferenceName": "w", "type": "WAIT"}]))
+    with pytest.raises(DefinitionError) as caught:
+        parse_task_def({"name": "a/b"})
+    assert caught.value.problems[0][0] == "name"
