@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.clock import now_ms
+from services.runtime import StartupError
 from shared.config import CairnSettings
 from shared.ports.bus import Bus
 from shared.ports.store import Store
@@ -38,7 +39,7 @@ class Component:
     """Run after the bus stopped."""
 
 
-def _decider(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.decider.handler import DeciderHandler
 
     handler = DeciderHandler(store, bus, settings.topics, now_ms)
@@ -51,7 +52,7 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings) -> Component:
     return Component("decider", closers=[handler.aclose])
 
 
-def _scheduler(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+def _scheduler(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.scheduler.handler import SchedulerHandler
 
     handler = SchedulerHandler(bus, settings.topics)
@@ -60,7 +61,7 @@ def _scheduler(store: Store, bus: Bus, settings: CairnSettings) -> Component:
     return Component("scheduler")
 
 
-def _timer(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+def _timer(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.timer.handler import TimerHandler
 
     owner = f"{socket.gethostname()}:{os.getpid()}"
@@ -74,7 +75,7 @@ def _timer(store: Store, bus: Bus, settings: CairnSettings) -> Component:
     return Component("timer", loop=loop)
 
 
-def _sweeper(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+def _sweeper(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.sweeper.handler import Sweeper
 
     sweeper = Sweeper(
@@ -93,7 +94,7 @@ def _sweeper(store: Store, bus: Bus, settings: CairnSettings) -> Component:
     return Component("sweeper", loop=loop)
 
 
-def _api(store: Store, bus: Bus, settings: CairnSettings) -> Component:
+def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.api.app import create_app
     from services.api.context import ApiContext
     from services.api.dispatch import TaskDispatcher
@@ -105,12 +106,13 @@ def _api(store: Store, bus: Bus, settings: CairnSettings) -> Component:
     app = create_app(ApiContext(store, bus, settings.topics, now_ms, dispatcher))
 
     async def loop(stop: asyncio.Event) -> None:
-        await serve(app, settings.api_host, settings.api_port, stop)
+        await serve(app, settings.api_host, settings.api_port, stop, listening)
 
     return Component("api", loop=loop, drains=[dispatcher.aclose])
 
 
-BUILDERS: dict[str, Callable[[Store, Bus, CairnSettings], Component]] = {
+Builder = Callable[[Store, Bus, CairnSettings, asyncio.Event], Component]
+BUILDERS: dict[str, Builder] = {
     "api": _api,
     "decider": _decider,
     "scheduler": _scheduler,
@@ -120,15 +122,22 @@ BUILDERS: dict[str, Callable[[Store, Bus, CairnSettings], Component]] = {
 
 
 async def run_services(
-    services: Sequence[str], store: Store, bus: Bus, settings: CairnSettings, stop: asyncio.Event
+    services: Sequence[str],
+    store: Store,
+    bus: Bus,
+    settings: CairnSettings,
+    stop: asyncio.Event,
+    listening: asyncio.Event | None = None,
 ) -> None:
     """Run `services` on one store and bus until `stop`; a crashed loop stops the others too,
-    and its error is raised once everything has been released."""
+    and its error is raised once everything has been released. `listening` is set once the api
+    (if it is among them) accepts requests."""
+    listening = listening or asyncio.Event()
     unknown = [name for name in services if name not in BUILDERS]
     if unknown:
         raise ValueError(f"unknown service(s) {', '.join(unknown)}; choose from {', '.join(SERVICES)}")
     await bus.ensure_topics(settings.topics.fixed)
-    components = [BUILDERS[name](store, bus, settings) for name in services]
+    components = [BUILDERS[name](store, bus, settings, listening) for name in services]
     await bus.start()
     failure: BaseException | None = None
     try:
@@ -140,7 +149,8 @@ async def run_services(
         for task in done:
             if task.get_name() != "stop" and task.exception() is not None:
                 failure = task.exception()
-                log.error("%s failed: %s", task.get_name(), failure)
+                if not isinstance(failure, StartupError):  # reported once, by the runtime
+                    log.error("%s failed: %s", task.get_name(), failure)
         stop.set()
         results = await asyncio.gather(*loops, return_exceptions=True)
         failure = failure or next((r for r in results if isinstance(r, BaseException)), None)

@@ -45,27 +45,19 @@ async def _adapters(plan: DevPlan, settings: CairnSettings) -> tuple[Store, Bus]
     return store, bus
 
 
-async def _announce_when_listening(
-    settings: CairnSettings, announce: Callable[[], None], stop: asyncio.Event
-) -> None:
-    while not stop.is_set():
-        try:
-            _, writer = await asyncio.open_connection(settings.api_host, settings.api_port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        announce()
-        return
+async def _announce_when_listening(listening: asyncio.Event, announce: Callable[[], None]) -> None:
+    await listening.wait()
+    announce()
 
 
 async def run_dev(
     plan: DevPlan, settings: CairnSettings, stop: asyncio.Event, announce: Callable[[], None]
 ) -> None:
     store, bus = await _adapters(plan, settings)
-    announcing = asyncio.create_task(_announce_when_listening(settings, announce, stop))
+    listening = asyncio.Event()
+    announcing = asyncio.create_task(_announce_when_listening(listening, announce))
     try:
-        await run_services(SERVICES, store, bus, settings, stop)
+        await run_services(SERVICES, store, bus, settings, stop, listening)
     finally:
         announcing.cancel()
         await store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
@@ -26,6 +27,11 @@ async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
 
 
+class StartupError(RuntimeError):
+    """A service cannot start for a reason the operator can fix (a port in use, …): reported as
+    one line and exit code 2, not a traceback."""
+
+
 def run_service(
     name: str,
     main: Callable[[CairnSettings, asyncio.Event], Awaitable[None]],
@@ -45,5 +51,9 @@ def run_service(
         await main(settings, stop)
         log.info("cairn %s stopped", name)
 
-    with suppress(KeyboardInterrupt):
-        asyncio.run(runner())
+    try:
+        with suppress(KeyboardInterrupt):
+            asyncio.run(runner())
+    except StartupError as error:
+        log.error("cairn %s cannot start: %s", name, error)
+        sys.exit(2)

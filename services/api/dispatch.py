@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.api.conductor import polled_task_json
-from shared.messaging import PoisonMessageError, dead_letter, parse
+from shared import telemetry
+from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.documents import WorkflowDocument
-from shared.models.messages import WORKER_TASK, TaskMessage
-from shared.ports.bus import Bus, Received, Subscription
+from shared.models.messages import WORKER_TASK, TaskMessage, TaskResult
+from shared.models.runtime import TaskStatus
+from shared.ports.bus import Bus, Outgoing, Received, Subscription
 from shared.ports.store import Store
 from shared.topics import Topics
 
@@ -142,10 +144,16 @@ class TaskDispatcher:
             ids = list({offer.task.workflow_instance_id for offer in pending})
             documents = await self.store.load_workflows(ids)
             now = self.clock()
+            current = [o for o in pending if not is_stale(documents.get(o.task.workflow_instance_id), o.task)]
+            current_ids = {id(offer) for offer in current}
+            # "Started" goes out before the claim: once a task may be in a poller's hands, the
+            # workflow shows it IN_PROGRESS, so responseTimeoutSeconds recovers it if the hand-out
+            # is lost (this api dies before the poller gets its answer).
+            await self.bus.publish([self._started(offer.task, worker_id) for offer in current])
             while pending:
                 offer = pending[0]
                 task = offer.task
-                if is_stale(documents.get(task.workflow_instance_id), task):
+                if id(offer) not in current_ids:
                     log.debug("dropping stale dispatch of task %s", task.task_id)
                 elif await self.store.claim_task(
                     f"{task.task_id}:{task.poll_count}",
@@ -170,6 +178,17 @@ class TaskDispatcher:
                 queue.offers.extendleft(reversed(pending))
                 queue.arrived.set()
         return handed
+
+    def _started(self, task: TaskMessage, worker_id: str) -> Outgoing:
+        """The report that a poller has the task: Conductor marks a polled task IN_PROGRESS."""
+        started = TaskResult(
+            id=f"started:{task.task_id}:{task.poll_count}",
+            workflow_instance_id=task.workflow_instance_id,
+            task_id=task.task_id,
+            status=TaskStatus.IN_PROGRESS,
+            worker_id=worker_id,
+        )
+        return outgoing(self.topics.task_result, started, task.workflow_instance_id, telemetry.inject())
 
     async def _queue(self, task_type: str) -> _TypeQueue:
         queue = self._queues.get(task_type)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Generator
 
 import uvicorn
 from fastapi import FastAPI
+
+from services.runtime import StartupError
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -19,40 +22,32 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
-async def serve(app: FastAPI, host: str, port: int, stop: asyncio.Event) -> None:
-    """Serve until `stop` is set, then finish open requests (bounded) and return."""
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="off", timeout_graceful_shutdown=5
-    )
+async def serve(
+    app: FastAPI, host: str, port: int, stop: asyncio.Event, listening: asyncio.Event | None = None
+) -> None:
+    """Serve until `stop` is set, then finish open requests (bounded) and return.
+
+    The socket is bound here, not by uvicorn, so a port in use is a clear StartupError rather
+    than uvicorn's `sys.exit` inside the event loop."""
+    try:
+        listener = socket.create_server((host, port), reuse_port=False)
+    except OSError as error:
+        raise StartupError(
+            f"cannot listen on {host}:{port}: {error.strerror or error}; choose another with --port"
+        ) from None
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
     server = _EmbeddedServer(config)
-    serving = asyncio.create_task(server.serve())
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
     stopping = asyncio.create_task(stop.wait())
+    # uvicorn exposes start-up only as a flag
+    while not server.started and not serving.done() and not stop.is_set():  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    if server.started and listening is not None:
+        listening.set()
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
     stopping.cancel()
     try:
         await serving
-    except SystemExit:  # uvicorn exits when it cannot bind
-        raise OSError(
-            f"cannot listen on {host}:{port} (address in use?); choose another with --port"
-        ) from None
-
-
-async def wait_until_serving(
-    app_server_task: asyncio.Task[None], host: str, port: int, within_s: float = 10
-) -> None:
-    """Wait until the port accepts connections (or the server task died)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within_s
-    while loop.time() < deadline:
-        if app_server_task.done():
-            app_server_task.result()
-            raise RuntimeError("the api server stopped during start-up")
-        try:
-            _, writer = await asyncio.open_connection(host, port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        return
-    raise TimeoutError(f"the api did not listen on {host}:{port} within {within_s:.0f}s")
+    finally:
+        listener.close()

@@ -16,7 +16,7 @@ from shared.core import ids
 from shared.core.expressions import evaluate_parameters
 from shared.core.retry import retry_delay_seconds
 from shared.core.tasktypes import REGISTRY, ScheduleContext, TaskTypeRegistry
-from shared.core.tasktypes.simple import dispatch
+from shared.core.tasktypes.simple import dispatch, response_timeout_of
 from shared.models.definitions import TaskDef, WorkflowDef, WorkflowTask
 from shared.models.messages import (
     DecideRequest,
@@ -82,6 +82,7 @@ def decide(
     run = _DecisionRun(snapshot, state.model_copy(deep=True), now, registry)
     for event in events:
         run.apply(event)
+    run.time_out_silent_workers()
     run.advance()
     return run.result()
 
@@ -199,8 +200,33 @@ class _DecisionRun:
             if task is None or task.status.is_terminal or self.state.status.is_terminal:
                 self.notes.append(f"timer {fired.timer_id} fired for a task that is no longer live")
                 return
-            dispatch(self.ctx, task)
+            dispatch(self.ctx, task, response_timeout_of(self.nodes[task.reference_task_name]))
             self._touch(task)
+
+    def time_out_silent_workers(self) -> None:
+        """Conductor's responseTimeoutSeconds: a worker task IN_PROGRESS with no word from its
+        worker for that long (since it was handed out, or since its last IN_PROGRESS report) is
+        TIMED_OUT, then retried like a failure. It recovers a task held by a worker that died,
+        and a hand-out whose HTTP response died with the api. As in Conductor, a SCHEDULED task
+        (not handed out yet) does not time out: a backlog is not a failure (pollTimeoutSeconds
+        is not implemented). Checked at every decision, after its events (a result in the same
+        batch wins); the sweeper's stale-workflow scan decides idle workflows again, so the
+        check runs within `CAIRN_SWEEPER_STALE_AFTER_S` plus one stale interval of the deadline."""
+        if self.state.status.is_terminal:
+            return
+        waiting_for_timer = {t.task_id for t in self.state.timers.values() if t.purpose == TIMER_DISPATCH}
+        for task in list(self.state.tasks.values()):
+            if task.status is not TaskStatus.IN_PROGRESS or task.task_id in waiting_for_timer:
+                continue
+            if not self.registry.get(task.kind).worker_executed:
+                continue
+            limit = response_timeout_of(self.nodes[task.reference_task_name])
+            if self.now - task.update_time >= limit * 1000:
+                self._on_task_failed(
+                    task,
+                    TaskStatus.TIMED_OUT,
+                    f"no response from a worker for {limit}s (responseTimeoutSeconds)",
+                )
 
     def _on_terminate(self, command: TerminateWorkflow) -> None:
         if self.state.status.is_terminal:

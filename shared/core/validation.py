@@ -113,7 +113,6 @@ def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, st
     naming = [] if re.match(TASK_NAME_PATTERN, task_def.name) else [(f"{prefix}name", _NAME_RULE)]
     checks: list[tuple[str, bool]] = [
         ("timeoutSeconds", task_def.timeout_seconds > 0),
-        ("responseTimeoutSeconds", task_def.response_timeout_seconds != 3600),
         ("pollTimeoutSeconds", bool(task_def.poll_timeout_seconds)),
         ("totalTimeoutSeconds", task_def.total_timeout_seconds > 0),
         ("backoffJitterMs", bool(task_def.backoff_jitter_ms)),

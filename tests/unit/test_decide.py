@@ -284,3 +284,72 @@ def test_retry_delay_logic(logic: str, delays: list[int]) -> None:
 
     td = TaskDef(name="t", retryLogic=logic, retryDelaySeconds=10, backoffScaleFactor=2)
     assert [retry_delay_seconds(td, n) for n in (1, 2, 3)] == delays
+
+
+def look_again(definition: WorkflowDef, d: object, at: int) -> object:
+    return decide(definition, d.state, [DecideRequest(id=f"look-{at}", workflow_id="wf-1")], at)  # type: ignore[attr-defined]
+
+
+def handed_out(definition: WorkflowDef, d: object, ref: str, at: int) -> object:
+    """What the api reports when it hands a task to an HTTP poller."""
+    return decide(definition, d.state, [result(d.state, ref, TaskStatus.IN_PROGRESS)], at)  # type: ignore[attr-defined]
+
+
+def test_silent_worker_times_out_after_response_timeout_and_is_retried() -> None:
+    definition = three_step_def(responseTimeoutSeconds=30, retryCount=1)
+    d = start(definition, {"n": 1})
+    first = d.state.tasks["a"]
+    assert dispatched(d)[0].response_timeout_seconds == 30
+    d = handed_out(definition, d, "a", NOW + 1000)
+    d = look_again(definition, d, NOW + 30_999)
+    assert not d.changed, "not before the deadline"
+    d = look_again(definition, d, NOW + 31_000)
+    timed_out = next(t for t in d.tasks if t.task_id == first.task_id)
+    assert (
+        timed_out.status is TaskStatus.TIMED_OUT
+        and "responseTimeoutSeconds" in timed_out.reason_for_incompletion
+    )
+    [retry] = dispatched(d)
+    assert retry.task_id != first.task_id and retry.retry_count == 1
+    assert d.state.tasks["a"].retried_task_id == first.task_id
+    # The late result of the timed-out execution changes nothing.
+    late_result = result(d.state, "a", output_data={"n": 9}).model_copy(
+        update={"task_id": first.task_id, "id": "x"}
+    )
+    assert not decide(definition, d.state, [late_result], NOW + 31_001).changed
+
+
+def test_in_progress_report_extends_the_response_deadline() -> None:
+    definition = three_step_def(responseTimeoutSeconds=30)
+    d = start(definition)
+    d = handed_out(definition, d, "a", NOW)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS)], NOW + 20_000)
+    d = look_again(definition, d, NOW + 40_000)
+    assert not d.changed and d.state.tasks["a"].status is TaskStatus.IN_PROGRESS
+    d = look_again(definition, d, NOW + 50_000)
+    assert d.state.status is WorkflowStatus.FAILED and "TIMED_OUT" in d.state.reason_for_incompletion
+
+
+def test_a_result_in_the_same_batch_beats_the_deadline() -> None:
+    definition = three_step_def(responseTimeoutSeconds=30)
+    d = handed_out(definition, start(definition), "a", NOW)
+    d = decide(definition, d.state, [result(d.state, "a", output_data={"n": 1})], NOW + 60_000)
+    assert d.state.tasks["a"].status is TaskStatus.COMPLETED and d.state.status is WorkflowStatus.RUNNING
+
+
+def test_queued_tasks_wait_tasks_and_retry_delays_are_not_timed_out() -> None:
+    definition = three_step_def(responseTimeoutSeconds=30, retryCount=1, retryDelaySeconds=60)
+    d = start(definition)
+    d = look_again(definition, d, NOW + 3600_000)
+    assert d.state.tasks["a"].status is TaskStatus.SCHEDULED, "a backlog is not a failure"
+    wait = WorkflowDef.model_validate(
+        {"name": "w", "tasks": [{"name": "w", "taskReferenceName": "w", "type": "WAIT"}]}
+    )
+    w = look_again(wait, start(wait), NOW + 10 * 3600 * 1000)
+    assert w.state.tasks["w"].status is TaskStatus.IN_PROGRESS
+    # A worker asking to be called back later is not silent while it waits for the callback.
+    d = decide(
+        definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS, callback_after_seconds=90)], NOW
+    )
+    d = look_again(definition, d, NOW + 60_000)
+    assert d.state.tasks["a"].status is TaskStatus.IN_PROGRESS

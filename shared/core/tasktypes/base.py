@@ -33,6 +33,9 @@ class TaskType(Protocol):
     """True when an external signal (WAIT, HUMAN) completes the task rather than a worker."""
     retriable: bool
     """False for tasks whose failure is not the kind a retry can fix (control flow, signals)."""
+    worker_executed: bool
+    """True when an external worker runs the task, so a worker that falls silent for the TaskDef's
+    responseTimeoutSeconds times the execution out."""
 
     def schedule(self, ctx: ScheduleContext, node: WorkflowTask, task: TaskState) -> None:
         """Put a freshly created execution in motion: set its status, emit what it needs."""

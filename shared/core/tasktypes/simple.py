@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shared.core import ids
 from shared.core.tasktypes.base import ScheduleContext
-from shared.models.definitions import WorkflowTask
+from shared.models.definitions import TaskDef, WorkflowTask
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskState, TaskStatus
 
@@ -32,10 +32,16 @@ def dispatch(ctx: ScheduleContext, task: TaskState, response_timeout_seconds: in
     )
 
 
+def response_timeout_of(node: WorkflowTask) -> int:
+    """The TaskDef's responseTimeoutSeconds (embedded in the snapshot; Conductor's default else)."""
+    return (node.task_definition or TaskDef(name=node.name)).response_timeout_seconds
+
+
 class SimpleTask:
     name = "SIMPLE"
     retriable = True
     accepts_signals = False
+    worker_executed = True
 
     def schedule(self, ctx: ScheduleContext, node: WorkflowTask, task: TaskState) -> None:
-        dispatch(ctx, task)
+        dispatch(ctx, task, response_timeout_of(node))

@@ -15,6 +15,7 @@ class WaitTask:
     name = "WAIT"
     retriable = False
     accepts_signals = True
+    worker_executed = False
 
     def schedule(self, ctx: ScheduleContext, node: WorkflowTask, task: TaskState) -> None:
         task.status = TaskStatus.IN_PROGRESS
