@@ -18,17 +18,27 @@ import os
 import sqlite3
 import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+OWNERS = ("store", "bus", "other")
+PER_OWNER = (
+    "write txns",  # BEGIN IMMEDIATE: one per write transaction
+    "statements",
+    # Wall-clock microseconds inside sqlite3 calls: the thread's time in SQLite; of it, the time
+    # waiting for the write lock (BEGIN IMMEDIATE: while the process's other connection holds it,
+    # SQLite's busy handler sleeps 1, 2, 5, 10 ms...) and in COMMIT (appending to the WAL, plus
+    # the automatic checkpoint with its fsyncs once the WAL passed 1,000 pages).
+    "sqlite us",
+    "begin us",
+    "commit us",
+    "begins over 1 ms",
+    "commits over 1 ms",
+)
 COUNTERS = (
-    "store write txns",  # BEGIN IMMEDIATE on the store's connection: one per store write
-    "bus write txns",  # BEGIN IMMEDIATE on the bus's connection: appends, offset commits, leases
+    *(f"{owner} {name}" for owner in OWNERS for name in PER_OWNER),
     "bus read txns",  # BEGIN (deferred) on the bus's connection: fetches
-    "store statements",
-    "bus statements",
-    "other write txns",
-    "other statements",
 )
 SIZE = 8 * len(COUNTERS)
 
@@ -57,24 +67,42 @@ def install(path: str) -> None:
             super().__init__(*args, **kwargs)
             thread = threading.current_thread().name
             owner = "store" if "sqlite-store" in thread else "bus" if "bus-db" in thread else "other"
-            self._statements = COUNTERS.index(f"{owner} statements")
-            self._writes = COUNTERS.index(f"{owner} write txns")
+            self._slot = {name: COUNTERS.index(f"{owner} {name}") for name in PER_OWNER}
             self._reads = COUNTERS.index("bus read txns") if owner == "bus" else None
+            self._writing = False
 
-        def _count(self, sql: str) -> None:
-            counters[self._statements] += 1
+        def _count(self, sql: str, started: float) -> None:
+            elapsed_us = int((time.perf_counter() - started) * 1e6)
+            slot = self._slot
+            counters[slot["statements"]] += 1
+            counters[slot["sqlite us"]] += elapsed_us
             if sql.startswith("BEGIN IMMEDIATE"):
-                counters[self._writes] += 1
+                self._writing = True
+                counters[slot["write txns"]] += 1
+                counters[slot["begin us"]] += elapsed_us
+                counters[slot["begins over 1 ms"]] += elapsed_us > 1000
+            elif sql == "COMMIT" and self._writing:
+                self._writing = False
+                counters[slot["commit us"]] += elapsed_us
+                counters[slot["commits over 1 ms"]] += elapsed_us > 1000
+            elif sql == "ROLLBACK":
+                self._writing = False
             elif sql == "BEGIN" and self._reads is not None:
                 counters[self._reads] += 1
 
         def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-            self._count(sql)
-            return super().execute(sql, *args)
+            started = time.perf_counter()
+            try:
+                return super().execute(sql, *args)
+            finally:
+                self._count(sql, started)
 
         def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
-            self._count(sql)
-            return super().executemany(sql, *args)
+            started = time.perf_counter()
+            try:
+                return super().executemany(sql, *args)
+            finally:
+                self._count(sql, started)
 
     def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         kwargs.setdefault("factory", CountingConnection)
