@@ -267,6 +267,21 @@ def start_servers(run_dir: Path) -> tuple[dict[str, str], dict[str, int]]:
     return variables, {"kafka": int(recorded["KAFKA_PID"]), "ferretdb": int(recorded["MONGO_PID"])}
 
 
+def guard_servers(pids: dict[str, int]) -> None:
+    """up.sh starts Kafka and FerretDB detached, so they are not killed with this process like its
+    children are: a detached watcher stops them if this process disappears (even by SIGKILL)
+    while they still run; after a normal stop (down.sh) it finds them gone and exits."""
+    ours, servers = os.getpid(), " ".join(str(pid) for pid in pids.values())
+    first = next(iter(pids.values()))
+    script = (
+        f"while kill -0 {ours} 2>/dev/null && kill -0 {first} 2>/dev/null; do sleep 1; done; "
+        f"kill -0 {ours} 2>/dev/null || kill {servers} 2>/dev/null"
+    )
+    subprocess.Popen(
+        ["sh", "-c", script], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
 def stop_servers(run_dir: Path) -> None:
     env = {**os.environ, "CAIRN_LOCAL_STATE": str(run_dir / "state.env")}
     subprocess.run(["bash", str(ROOT / "deploy/local/down.sh")], env=env, check=False)
@@ -281,6 +296,7 @@ async def run_kafka(runs: int, quick: bool) -> list[dict[str, Any]]:
         own_servers = False
     else:
         servers, server_pids = start_servers(run_dir)
+        guard_servers(server_pids)
         own_servers = True
     try:
         cluster = Cluster(
@@ -507,10 +523,22 @@ async def run_embedded(
 # ---------------------------------------------------------------- report -----------------------
 
 
+def _commit() -> str | None:
+    """The checked-out commit (None outside a git work tree, e.g. in an exported snapshot)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     modes = ["embedded", "kafka"] if args.mode == "both" else [args.mode]
     results: dict[str, Any] = {
-        "command": " ".join(sys.argv),
+        "command": "python -m benchmarks.w1_w2 " + " ".join(sys.argv[1:]),
+        "commit": _commit(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "modes": {},
     }

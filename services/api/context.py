@@ -25,7 +25,9 @@ class ApiContext:
     that starts and then reads (as Conductor clients do) finds it."""
 
 
-def context(request: Request) -> ApiContext:
+async def context(request: Request) -> ApiContext:
+    """Async so FastAPI runs it inline instead of in its thread pool (a sync dependency costs a
+    thread hand-off per request)."""
     ctx: ApiContext = request.app.state.cairn
     return ctx
 

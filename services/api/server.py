@@ -22,6 +22,22 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """A TCP listener created with proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted
+    connections only when the listener says so, and without it every response (uvicorn writes
+    headers and body separately) waits ~40 ms for the client's delayed ACK."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
 async def serve(
     app: FastAPI, host: str, port: int, stop: asyncio.Event, listening: asyncio.Event | None = None
 ) -> None:
@@ -30,7 +46,7 @@ async def serve(
     The socket is bound here, not by uvicorn, so a port in use is a clear StartupError rather
     than uvicorn's `sys.exit` inside the event loop."""
     try:
-        listener = socket.create_server((host, port), reuse_port=False)
+        listener = _listen(host, port)
     except OSError as error:
         raise StartupError(
             f"cannot listen on {host}:{port}: {error.strerror or error}; choose another with --port"

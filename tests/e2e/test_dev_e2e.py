@@ -91,7 +91,8 @@ async def test_dev_killed_mid_run_and_restarted_on_the_same_file(tmp_path: Path)
             extra = [t for t in workflow["tasks"] if t["status"] != "COMPLETED"]
             assert all(t["status"] == "TIMED_OUT" for t in extra), extra  # hand-outs lost in the kill
             timed_out += len(extra)
-        print(f"killed with {killed_with}/50 completed; {timed_out} executions timed out in the outage and retried")
+        outage = f"{timed_out} executions timed out in the outage and retried"
+        print(f"killed with {killed_with}/50 completed; {outage}")
     finally:
         assert worker.stop() == 0, worker.log_tail()
         assert server.process.stop() == 0, server.process.log_tail()
