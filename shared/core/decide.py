@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 from shared.core import ids
 from shared.core.expressions import evaluate_parameters
@@ -34,6 +34,15 @@ from shared.models.runtime import PendingTimer, TaskState, TaskStatus, WorkflowS
 
 TIMER_DISPATCH = "dispatch"
 """A timer that hands a SCHEDULED execution to workers when it fires (retry delay, callback)."""
+WorkflowEventName = Literal["completed", "failed", "terminated", "timed_out", "timeout_alert"]
+END_EVENTS: dict[WorkflowStatus, WorkflowEventName] = {
+    WorkflowStatus.COMPLETED: "completed",
+    WorkflowStatus.FAILED: "failed",
+    WorkflowStatus.TERMINATED: "terminated",
+    WorkflowStatus.TIMED_OUT: "timed_out",
+}
+TIMER_DEADLINE = "deadline"
+"""The workflow's next timeout deadline: firing only makes the decider look again."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +91,9 @@ def decide(
     run = _DecisionRun(snapshot, state.model_copy(deep=True), now, registry)
     for event in events:
         run.apply(event)
-    run.time_out_silent_workers()
+    run.enforce_timeouts()
     run.advance()
+    run.arm_next_deadline()
     return run.result()
 
 
@@ -195,6 +205,8 @@ class _DecisionRun:
             self.notes.append(f"timer {fired.timer_id} ignored: not pending")
             return
         self.dirty = True
+        if timer.purpose == TIMER_DEADLINE:
+            return  # the timeouts are enforced after the events, for every decision
         if timer.purpose == TIMER_DISPATCH and timer.task_id is not None:
             task = self._live_task(timer.task_id)
             if task is None or task.status.is_terminal or self.state.status.is_terminal:
@@ -203,30 +215,108 @@ class _DecisionRun:
             dispatch(self.ctx, task, response_timeout_of(self.nodes[task.reference_task_name]))
             self._touch(task)
 
-    def time_out_silent_workers(self) -> None:
-        """Conductor's responseTimeoutSeconds: a worker task IN_PROGRESS with no word from its
-        worker for that long (since it was handed out, or since its last IN_PROGRESS report) is
-        TIMED_OUT, then retried like a failure. It recovers a task held by a worker that died,
-        and a hand-out whose HTTP response died with the api. As in Conductor, a SCHEDULED task
-        (not handed out yet) does not time out: a backlog is not a failure (pollTimeoutSeconds
-        is not implemented). Checked at every decision, after its events (a result in the same
-        batch wins); the sweeper's stale-workflow scan decides idle workflows again, so the
-        check runs within `CAIRN_SWEEPER_STALE_AFTER_S` plus one stale interval of the deadline."""
+    def enforce_timeouts(self) -> None:
+        """Conductor's timeouts that Cairn implements, checked after the events of every decision
+        (a result in the same batch beats its deadline); `arm_next_deadline` makes sure a
+        decision happens when the next one falls due.
+
+        - workflow timeoutSeconds: TIME_OUT_WF ends the workflow TIMED_OUT; ALERT_ONLY emits one
+          `timeout_alert` event and lets it run on;
+        - responseTimeoutSeconds: a worker task IN_PROGRESS with no word from its worker for that
+          long (since it was handed out, or its last IN_PROGRESS report) is TIMED_OUT, then
+          retried like a failure — a worker that died holding the task, a hand-out lost with an
+          api that died;
+        - pollTimeoutSeconds: a worker task still SCHEDULED that long after its dispatch (nobody
+          took it) is TIMED_OUT, then retried.
+        """
         if self.state.status.is_terminal:
             return
-        waiting_for_timer = {t.task_id for t in self.state.timers.values() if t.purpose == TIMER_DISPATCH}
-        for task in list(self.state.tasks.values()):
-            if task.status is not TaskStatus.IN_PROGRESS or task.task_id in waiting_for_timer:
-                continue
-            if not self.registry.get(task.kind).worker_executed:
-                continue
-            limit = response_timeout_of(self.nodes[task.reference_task_name])
-            if self.now - task.update_time >= limit * 1000:
-                self._on_task_failed(
-                    task,
-                    TaskStatus.TIMED_OUT,
-                    f"no response from a worker for {limit}s (responseTimeoutSeconds)",
+        workflow_deadline = self._workflow_deadline()
+        if workflow_deadline is not None and self.now >= workflow_deadline:
+            limit = self.snapshot.timeout_seconds
+            if self.snapshot.timeout_policy == "TIME_OUT_WF":
+                self._end_workflow(
+                    WorkflowStatus.TIMED_OUT, f"workflow timed out after {limit}s (timeoutSeconds)"
                 )
+                return
+            self.state.timeout_alerted = True
+            self.dirty = True
+            self._emit(
+                WorkflowStatus.RUNNING,
+                "timeout_alert",
+                f"workflow running past its timeoutSeconds ({limit}s)",
+            )
+        for task in list(self.state.tasks.values()):
+            deadline = self._task_deadline(task)
+            if deadline is None or self.now < deadline[0]:
+                continue
+            self._on_task_failed(task, TaskStatus.TIMED_OUT, deadline[1])
+
+    def _workflow_deadline(self) -> int | None:
+        if self.snapshot.timeout_seconds <= 0 or self.state.timeout_alerted:
+            return None
+        return self.state.create_time + self.snapshot.timeout_seconds * 1000
+
+    def _task_deadline(self, task: TaskState) -> tuple[int, str] | None:
+        """When a live worker task times out, and why; None when no timeout applies now."""
+        if task.status.is_terminal or not self.registry.get(task.kind).worker_executed:
+            return None
+        if any(t.purpose == TIMER_DISPATCH and t.task_id == task.task_id for t in self.state.timers.values()):
+            return None  # waiting out a retry delay or a callback: not silent
+        task_def = task_def_of(self.nodes[task.reference_task_name])
+        if task.status is TaskStatus.IN_PROGRESS:
+            limit = task_def.response_timeout_seconds
+            return (
+                task.update_time + limit * 1000,
+                f"no response from a worker for {limit}s (responseTimeoutSeconds)",
+            )
+        if task_def.poll_timeout_seconds:
+            limit = task_def.poll_timeout_seconds
+            return (
+                task.update_time + limit * 1000,
+                f"not picked up by a worker within {limit}s (pollTimeoutSeconds)",
+            )
+        return None
+
+    def arm_next_deadline(self) -> None:
+        """Keep one durable timer at or before the workflow's earliest timeout deadline.
+
+        One timer per workflow rather than one per task: a new deadline later than the armed
+        one needs nothing (the armed timer fires first, and its decision arms the next), so a
+        workflow of quick steps arms about one timer in its life instead of an arm and a cancel
+        per step. The sweeper's stale-workflow scan stays as the safety net."""
+        if self.state.status.is_terminal:
+            return
+        deadlines = [d for d in (self._workflow_deadline(),) if d is not None]
+        deadlines += [d[0] for task in self.state.tasks.values() if (d := self._task_deadline(task))]
+        if not deadlines:
+            return
+        due = max(min(deadlines), self.now)
+        armed = [t for t in self.state.timers.values() if t.purpose == TIMER_DEADLINE]
+        if any(t.fire_at <= due for t in armed):
+            return
+        for later in armed:  # superseded by an earlier deadline
+            del self.state.timers[later.timer_id]
+            self.ctx.outbox.append(
+                TimerRequest(
+                    id=f"{later.timer_id}:cancel",
+                    action="cancel",
+                    timer_id=later.timer_id,
+                    workflow_id=self.state.workflow_id,
+                )
+            )
+        timer_id = ids.timer_id(self.state.workflow_id, f"deadline-{due}")
+        self.state.timers[timer_id] = PendingTimer(timer_id=timer_id, purpose=TIMER_DEADLINE, fire_at=due)
+        self.ctx.outbox.append(
+            TimerRequest(
+                id=f"{timer_id}:arm",
+                action="arm",
+                timer_id=timer_id,
+                workflow_id=self.state.workflow_id,
+                fire_at=due,
+            )
+        )
+        self.dirty = True
 
     def _on_terminate(self, command: TerminateWorkflow) -> None:
         if self.state.status.is_terminal:
@@ -387,11 +477,10 @@ class _DecisionRun:
                 )
             )
         state.timers.clear()
-        event = {
-            WorkflowStatus.COMPLETED: "completed",
-            WorkflowStatus.FAILED: "failed",
-            WorkflowStatus.TERMINATED: "terminated",
-        }[status]
+        self._emit(status, END_EVENTS[status], reason)
+
+    def _emit(self, status: WorkflowStatus, event: WorkflowEventName, reason: str | None) -> None:
+        state = self.state
         self.ctx.outbox.append(
             WorkflowEvent(
                 id=f"{state.workflow_id}:{event}",

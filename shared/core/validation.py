@@ -113,7 +113,6 @@ def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, st
     naming = [] if re.match(TASK_NAME_PATTERN, task_def.name) else [(f"{prefix}name", _NAME_RULE)]
     checks: list[tuple[str, bool]] = [
         ("timeoutSeconds", task_def.timeout_seconds > 0),
-        ("pollTimeoutSeconds", bool(task_def.poll_timeout_seconds)),
         ("totalTimeoutSeconds", task_def.total_timeout_seconds > 0),
         ("backoffJitterMs", bool(task_def.backoff_jitter_ms)),
         ("concurrentExecLimit", bool(task_def.concurrent_exec_limit)),
@@ -163,7 +162,6 @@ def validate_workflow_def(definition: WorkflowDef, registry: TaskTypeRegistry = 
     problems: list[tuple[str, str]] = []
     checks: list[tuple[str, bool]] = [
         ("failureWorkflow", bool(definition.failure_workflow)),
-        ("timeoutSeconds", definition.timeout_seconds > 0),
         ("workflowStatusListenerEnabled", definition.workflow_status_listener_enabled),
         ("inputTemplate", bool(definition.input_template)),
         ("enforceSchema", definition.enforce_schema),

@@ -135,10 +135,12 @@ class TimerRequest(Envelope):
 
 
 class WorkflowEvent(Envelope):
-    """A lifecycle event other systems can follow: completed, failed, terminated, start_rejected."""
+    """A lifecycle event other systems can follow: completed, failed, terminated, timed_out,
+    start_rejected, and timeout_alert (the workflow ran past its timeoutSeconds under the
+    ALERT_ONLY policy and goes on)."""
 
     type: Literal["workflow_event"] = "workflow_event"
-    event: Literal["completed", "failed", "terminated", "start_rejected"]
+    event: Literal["completed", "failed", "terminated", "timed_out", "start_rejected", "timeout_alert"]
     workflow_id: str
     workflow_name: str
     status: str

@@ -128,3 +128,5 @@ class WorkflowState(CamelModel):
     tasks: dict[str, TaskState] = Field(default_factory=dict)
     timers: dict[str, PendingTimer] = Field(default_factory=dict)
     next_seq: int = 1
+    timeout_alerted: bool = False
+    """The workflow passed its timeoutSeconds under ALERT_ONLY and the alert went out (once)."""

@@ -353,3 +353,72 @@ def test_queued_tasks_wait_tasks_and_retry_delays_are_not_timed_out() -> None:
     )
     d = look_again(definition, d, NOW + 60_000)
     assert d.state.tasks["a"].status is TaskStatus.IN_PROGRESS
+
+
+def deadline_arms(d: object) -> list[TimerRequest]:
+    return [
+        m for m in d.outbox if isinstance(m, TimerRequest) and m.action == "arm" and "deadline" in m.timer_id
+    ]  # type: ignore[attr-defined]
+
+
+def fire(definition: WorkflowDef, d: object, timer: TimerRequest, at: int) -> object:
+    fired = TimerFired(id=f"f-{timer.timer_id}", workflow_id="wf-1", timer_id=timer.timer_id)
+    return decide(definition, d.state, [fired], at)  # type: ignore[attr-defined]
+
+
+def test_response_deadline_is_a_durable_timer_armed_once_for_quick_steps() -> None:
+    definition = three_step_def(responseTimeoutSeconds=30, retryCount=1)
+    d = handed_out(definition, start(definition, {"n": 1}), "a", NOW)
+    [arm] = deadline_arms(d)
+    assert arm.fire_at == NOW + 30_000
+    # Quick steps: later deadlines need no new timer (the armed one fires first).
+    d = decide(definition, d.state, [result(d.state, "a", output_data={"n": 2})], NOW + 10)
+    d = handed_out(definition, d, "b", NOW + 20)
+    assert deadline_arms(d) == []
+    # The timer fires: b is not due yet (handed out at +20), so the next deadline is armed.
+    d = fire(definition, d, arm, NOW + 30_000)
+    [again] = deadline_arms(d)
+    assert again.fire_at == NOW + 30_020 and d.state.tasks["b"].status is TaskStatus.IN_PROGRESS
+    d = fire(definition, d, again, NOW + 30_020)
+    assert d.state.tasks["b"].status is TaskStatus.SCHEDULED and d.state.tasks["b"].retry_count == 1
+
+
+def test_poll_timeout_retries_a_task_nobody_took() -> None:
+    definition = three_step_def(pollTimeoutSeconds=10, retryCount=1)
+    d = start(definition)
+    [arm] = deadline_arms(d)
+    assert arm.fire_at == NOW + 10_000
+    d = fire(definition, d, arm, NOW + 10_000)
+    [timed_out] = [t for t in d.tasks if t.status is TaskStatus.TIMED_OUT]
+    assert "pollTimeoutSeconds" in timed_out.reason_for_incompletion
+    assert d.state.tasks["a"].retry_count == 1 and dispatched(d)
+
+
+def workflow_with_timeout(policy: str) -> WorkflowDef:
+    definition = three_step_def()
+    return definition.model_copy(update={"timeout_seconds": 60, "timeout_policy": policy})
+
+
+def test_workflow_timeout_time_out_wf_ends_it_timed_out() -> None:
+    definition = workflow_with_timeout("TIME_OUT_WF")
+    d = start(definition)
+    [arm] = deadline_arms(d)
+    assert arm.fire_at == NOW + 60_000
+    d = fire(definition, d, arm, NOW + 60_000)
+    assert d.state.status is WorkflowStatus.TIMED_OUT and "timeoutSeconds" in d.state.reason_for_incompletion
+    assert d.state.tasks["a"].status is TaskStatus.CANCELED
+    [event] = [m for m in d.outbox if isinstance(m, WorkflowEvent)]
+    assert event.event == "timed_out"
+
+
+def test_workflow_timeout_alert_only_alerts_once_and_goes_on() -> None:
+    definition = workflow_with_timeout("ALERT_ONLY")
+    d = start(definition)
+    [arm] = deadline_arms(d)
+    d = fire(definition, d, arm, NOW + 60_000)
+    assert d.state.status is WorkflowStatus.RUNNING
+    assert [m.event for m in d.outbox if isinstance(m, WorkflowEvent)] == ["timeout_alert"]
+    d = look_again(definition, d, NOW + 120_000)
+    assert not [m for m in d.outbox if isinstance(m, WorkflowEvent)], "one alert only"
+    d = decide(definition, d.state, [result(d.state, "a", output_data={"n": 1})], NOW + 120_001)
+    assert d.state.tasks["b"].status is TaskStatus.SCHEDULED

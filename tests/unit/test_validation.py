@@ -60,8 +60,8 @@ def test_duplicate_reference_names() -> None:
 
 
 def test_unsupported_non_default_fields_are_rejected_not_ignored() -> None:
-    found = dict(problems(definition(failureWorkflow="cleanup", timeoutSeconds=30)))
-    assert set(found) == {"failureWorkflow", "timeoutSeconds"}
+    found = dict(problems(definition(failureWorkflow="cleanup", workflowStatusListenerEnabled=True)))
+    assert set(found) == {"failureWorkflow", "workflowStatusListenerEnabled"}
     data = definition()
     data["tasks"][0]["taskDefinition"] = {"name": "a", "timeoutSeconds": 5}
     assert problems(data)[0][0] == "tasks[0].taskDefinition.timeoutSeconds"
