@@ -14,7 +14,7 @@ from typing import Any, Literal, assert_never
 
 from shared.core import ids
 from shared.core.expressions import evaluate_parameters
-from shared.core.retry import retry_delay_seconds
+from shared.core.retry import retry_delay_ms
 from shared.core.tasktypes import REGISTRY, ScheduleContext, TaskTypeRegistry
 from shared.core.tasktypes.simple import dispatch, response_timeout_of
 from shared.models.definitions import TaskDef, WorkflowDef, WorkflowTask
@@ -174,7 +174,7 @@ class _DecisionRun:
         self._touch(task)
         if callback_after_seconds > 0:
             # Conductor puts the task back in the queue after the callback delay: redeliver it.
-            self._arm_dispatch_timer(task, "callback", callback_after_seconds)
+            self._arm_dispatch_timer(task, "callback", callback_after_seconds * 1000)
 
     def _on_signal(self, signal: Signal) -> None:
         task = self.state.tasks.get(signal.task_ref_name)
@@ -378,15 +378,15 @@ class _DecisionRun:
         self.state.next_seq += 1
         self.state.tasks[node.task_reference_name] = task
         self._touch(task)
-        delay = retry_delay_seconds(task_def_of(node), retry_count) if retry_of else 0
-        if delay > 0:
-            self._arm_dispatch_timer(task, "retry", delay)
+        delay_ms = retry_delay_ms(task_def_of(node), retry_count, task.task_id) if retry_of else 0
+        if delay_ms > 0:
+            self._arm_dispatch_timer(task, "retry", delay_ms)
         else:
             task_type.schedule(self.ctx, node, task)
 
-    def _arm_dispatch_timer(self, task: TaskState, why: str, delay_seconds: int) -> None:
+    def _arm_dispatch_timer(self, task: TaskState, why: str, delay_ms: int) -> None:
         timer_id = ids.timer_id(task.task_id, f"{why}-{task.dispatch_count}")
-        fire_at = self.now + delay_seconds * 1000
+        fire_at = self.now + delay_ms
         self.state.timers[timer_id] = PendingTimer(
             timer_id=timer_id, purpose=TIMER_DISPATCH, fire_at=fire_at, task_id=task.task_id
         )

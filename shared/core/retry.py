@@ -1,4 +1,6 @@
-"""Retry delays per Conductor's retryLogic."""
+"""Retry delays per Conductor's retryLogic, with jitter that decisions can reproduce."""
+
+import hashlib
 
 from shared.models.definitions import RetryLogic, TaskDef
 
@@ -21,4 +23,17 @@ def retry_delay_seconds(task_def: TaskDef, retry_count: int) -> int:
             delay = base * task_def.backoff_scale_factor * (n + 1)
     if task_def.max_retry_delay_seconds:
         delay = min(delay, task_def.max_retry_delay_seconds)
+    return delay
+
+
+def retry_delay_ms(task_def: TaskDef, retry_count: int, jitter_seed: str) -> int:
+    """The delay in milliseconds, plus backoffJitterMs of jitter when set.
+
+    The jitter is drawn from `jitter_seed` (the new execution's id, itself derived from the
+    workflow id, the task reference and the attempt), not from a random source: replaying a
+    decision gives the same delay, and retries of many workflows still spread out."""
+    delay = retry_delay_seconds(task_def, retry_count) * 1000
+    if task_def.backoff_jitter_ms:
+        digest = hashlib.sha256(jitter_seed.encode()).digest()
+        delay += int.from_bytes(digest[:8], "big") % (task_def.backoff_jitter_ms + 1)
     return delay

@@ -114,7 +114,6 @@ def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, st
     checks: list[tuple[str, bool]] = [
         ("timeoutSeconds", task_def.timeout_seconds > 0),
         ("totalTimeoutSeconds", task_def.total_timeout_seconds > 0),
-        ("backoffJitterMs", bool(task_def.backoff_jitter_ms)),
         ("concurrentExecLimit", bool(task_def.concurrent_exec_limit)),
         ("rateLimitPerFrequency", bool(task_def.rate_limit_per_frequency)),
         ("inputTemplate", bool(task_def.input_template)),

@@ -422,3 +422,38 @@ def test_workflow_timeout_alert_only_alerts_once_and_goes_on() -> None:
     assert not [m for m in d.outbox if isinstance(m, WorkflowEvent)], "one alert only"
     d = decide(definition, d.state, [result(d.state, "a", output_data={"n": 1})], NOW + 120_001)
     assert d.state.tasks["b"].status is TaskStatus.SCHEDULED
+
+
+def test_retry_jitter_is_bounded_and_reproducible() -> None:
+    from shared.core.retry import retry_delay_ms
+    from shared.models.definitions import TaskDef
+
+    td = TaskDef(
+        name="t",
+        retryLogic="EXPONENTIAL_BACKOFF",
+        retryDelaySeconds=2,
+        backoffJitterMs=500,
+        maxRetryDelaySeconds=5,
+    )
+    delays = {
+        seed: [retry_delay_ms(td, n, seed) for n in (1, 2, 3)] for seed in (f"task-{i}" for i in range(50))
+    }
+    for seed, (first, second, third) in delays.items():
+        assert 2000 <= first <= 2500 and 4000 <= second <= 4500 and 5000 <= third <= 5500, (seed, first)
+        assert [retry_delay_ms(td, n, seed) for n in (1, 2, 3)] == [first, second, third], "reproducible"
+    assert len({d[0] for d in delays.values()}) > 10, "spread across executions"
+    assert retry_delay_ms(TaskDef(name="t", retryDelaySeconds=3), 1, "x") == 3000, "no jitter unless asked"
+
+
+def test_retry_timer_carries_the_jitter() -> None:
+    definition = three_step_def(retryCount=1, retryDelaySeconds=1, backoffJitterMs=250)
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW)
+    [arm] = [m for m in d.outbox if isinstance(m, TimerRequest) and m.action == "arm"]
+    assert NOW + 1000 <= arm.fire_at <= NOW + 1250
+    again = decide(
+        definition, start(definition).state, [result(start(definition).state, "a", TaskStatus.FAILED)], NOW
+    )
+    assert [m.fire_at for m in again.outbox if isinstance(m, TimerRequest)] == [arm.fire_at], (
+        "same decision, same delay"
+    )
