@@ -46,6 +46,13 @@ TIMER_DEADLINE = "deadline"
 
 
 @dataclass(frozen=True)
+class _Deadline:
+    at: int
+    kind: Literal["response", "poll", "timeout", "total"]
+    reason: str
+
+
+@dataclass(frozen=True)
 class Decision:
     state: WorkflowState
     tasks: list[TaskState] = field(default_factory=list)
@@ -247,36 +254,79 @@ class _DecisionRun:
                 f"workflow running past its timeoutSeconds ({limit}s)",
             )
         for task in list(self.state.tasks.values()):
-            deadline = self._task_deadline(task)
-            if deadline is None or self.now < deadline[0]:
-                continue
-            self._on_task_failed(task, TaskStatus.TIMED_OUT, deadline[1])
+            due = [d for d in self._task_deadlines(task) if self.now >= d.at]
+            if due and self.state.status is WorkflowStatus.RUNNING:
+                self._on_task_deadline(task, min(due, key=lambda d: d.at))
 
     def _workflow_deadline(self) -> int | None:
         if self.snapshot.timeout_seconds <= 0 or self.state.timeout_alerted:
             return None
         return self.state.create_time + self.snapshot.timeout_seconds * 1000
 
-    def _task_deadline(self, task: TaskState) -> tuple[int, str] | None:
-        """When a live worker task times out, and why; None when no timeout applies now."""
+    def _task_deadlines(self, task: TaskState) -> list[_Deadline]:
+        """The timeouts that apply to a live worker task now, with when each falls due."""
         if task.status.is_terminal or not self.registry.get(task.kind).worker_executed:
-            return None
+            return []
         if any(t.purpose == TIMER_DISPATCH and t.task_id == task.task_id for t in self.state.timers.values()):
-            return None  # waiting out a retry delay or a callback: not silent
+            return []  # waiting out a retry delay or a callback: not silent
         task_def = task_def_of(self.nodes[task.reference_task_name])
+        deadlines: list[_Deadline] = []
         if task.status is TaskStatus.IN_PROGRESS:
             limit = task_def.response_timeout_seconds
-            return (
-                task.update_time + limit * 1000,
-                f"no response from a worker for {limit}s (responseTimeoutSeconds)",
+            deadlines.append(
+                _Deadline(
+                    task.update_time + limit * 1000,
+                    "response",
+                    f"no response from a worker for {limit}s (responseTimeoutSeconds)",
+                )
             )
-        if task_def.poll_timeout_seconds:
+        elif task_def.poll_timeout_seconds:
             limit = task_def.poll_timeout_seconds
-            return (
-                task.update_time + limit * 1000,
-                f"not picked up by a worker within {limit}s (pollTimeoutSeconds)",
+            deadlines.append(
+                _Deadline(
+                    task.update_time + limit * 1000,
+                    "poll",
+                    f"not picked up by a worker within {limit}s (pollTimeoutSeconds)",
+                )
             )
-        return None
+        if task_def.timeout_seconds and not task.timeout_alerted:
+            # From the first IN_PROGRESS as in Conductor; a task that never reported a start
+            # (a Kafka worker) counts from its dispatch.
+            since = task.start_time or task.update_time
+            limit = task_def.timeout_seconds
+            deadlines.append(
+                _Deadline(since + limit * 1000, "timeout", f"task timed out after {limit}s (timeoutSeconds)")
+            )
+        if task_def.total_timeout_seconds:
+            since = task.first_scheduled_time or task.scheduled_time
+            limit = task_def.total_timeout_seconds
+            deadlines.append(
+                _Deadline(
+                    since + limit * 1000,
+                    "total",
+                    f"task exceeded {limit}s across all attempts (totalTimeoutSeconds)",
+                )
+            )
+        return deadlines
+
+    def _on_task_deadline(self, task: TaskState, deadline: _Deadline) -> None:
+        policy = task_def_of(self.nodes[task.reference_task_name]).timeout_policy
+        if deadline.kind == "timeout" and policy == "ALERT_ONLY":
+            task.timeout_alerted = True
+            self._touch(task)
+            self._emit(
+                WorkflowStatus.RUNNING, "timeout_alert", f"task {task.reference_task_name}: {deadline.reason}"
+            )
+            return
+        if deadline.kind == "timeout" and policy == "TIME_OUT_WF":
+            self._finish_task(task, TaskStatus.TIMED_OUT, deadline.reason)
+            self._end_workflow(
+                WorkflowStatus.TIMED_OUT,
+                f"Task {task.task_id} ({task.reference_task_name}): {deadline.reason}",
+            )
+            return
+        # response, poll, timeout with RETRY: retried per retryCount; total: no more attempts.
+        self._on_task_failed(task, TaskStatus.TIMED_OUT, deadline.reason, may_retry=deadline.kind != "total")
 
     def arm_next_deadline(self) -> None:
         """Keep one durable timer at or before the workflow's earliest timeout deadline.
@@ -288,7 +338,7 @@ class _DecisionRun:
         if self.state.status.is_terminal:
             return
         deadlines = [d for d in (self._workflow_deadline(),) if d is not None]
-        deadlines += [d[0] for task in self.state.tasks.values() if (d := self._task_deadline(task))]
+        deadlines += [d.at for task in self.state.tasks.values() for d in self._task_deadlines(task)]
         if not deadlines:
             return
         due = max(min(deadlines), self.now)
@@ -335,11 +385,14 @@ class _DecisionRun:
             task.start_time = self.now
         self._touch(task)
 
-    def _on_task_failed(self, task: TaskState, status: TaskStatus, reason: str | None) -> None:
+    def _on_task_failed(
+        self, task: TaskState, status: TaskStatus, reason: str | None, *, may_retry: bool = True
+    ) -> None:
         self._finish_task(task, status, reason)
         node = self.nodes[task.reference_task_name]
         task_type = self.registry.get(task.kind)
-        if status.is_retriable and task_type.retriable and task.retry_count < effective_retry_count(node):
+        retries_left = task.retry_count < effective_retry_count(node)
+        if may_retry and status.is_retriable and task_type.retriable and retries_left:
             task.retried = True
             self._schedule(node, retry_of=task)
             return
@@ -373,6 +426,9 @@ class _DecisionRun:
             retried_task_id=retry_of.task_id if retry_of else None,
             seq=self.state.next_seq,
             scheduled_time=self.now,
+            first_scheduled_time=(retry_of.first_scheduled_time or retry_of.scheduled_time)
+            if retry_of
+            else self.now,
             update_time=self.now,
         )
         self.state.next_seq += 1

@@ -112,8 +112,6 @@ _NAME_RULE = "letters, digits, '.', '_' and '-' only (at most 200): it becomes a
 def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, str]]:
     naming = [] if re.match(TASK_NAME_PATTERN, task_def.name) else [(f"{prefix}name", _NAME_RULE)]
     checks: list[tuple[str, bool]] = [
-        ("timeoutSeconds", task_def.timeout_seconds > 0),
-        ("totalTimeoutSeconds", task_def.total_timeout_seconds > 0),
         ("concurrentExecLimit", bool(task_def.concurrent_exec_limit)),
         ("rateLimitPerFrequency", bool(task_def.rate_limit_per_frequency)),
         ("inputTemplate", bool(task_def.input_template)),
@@ -121,7 +119,12 @@ def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, st
         ("isolationGroupId", bool(task_def.isolation_group_id)),
         ("executionNameSpace", bool(task_def.execution_name_space)),
     ]
-    return naming + [(f"{prefix}{name}", _NOT_YET) for name, used in checks if used]
+    ordering = []
+    if task_def.timeout_seconds and task_def.response_timeout_seconds > task_def.timeout_seconds:
+        ordering.append(
+            (f"{prefix}responseTimeoutSeconds", "must not exceed timeoutSeconds (as in Conductor)")
+        )
+    return naming + ordering + [(f"{prefix}{name}", _NOT_YET) for name, used in checks if used]
 
 
 def _task_problems(node: WorkflowTask, path: str, registry: TaskTypeRegistry) -> list[tuple[str, str]]:

@@ -91,6 +91,11 @@ class TaskState(CamelModel):
     worker_id: str | None = None
     callback_after_seconds: int = 0
     dispatch_count: int = 0
+    first_scheduled_time: int = 0
+    """When the first attempt of this task was scheduled (carried across retries, for
+    totalTimeoutSeconds)."""
+    timeout_alerted: bool = False
+    """The execution ran past timeoutSeconds under ALERT_ONLY and the alert went out (once)."""
     # The workflow document version whose commit made this record current. A record written
     # before a commit that then failed carries a version the document never reached.
     workflow_version: int = 0

@@ -457,3 +457,48 @@ def test_retry_timer_carries_the_jitter() -> None:
     assert [m.fire_at for m in again.outbox if isinstance(m, TimerRequest)] == [arm.fire_at], (
         "same decision, same delay"
     )
+
+
+@pytest.mark.parametrize("policy", ["RETRY", "TIME_OUT_WF", "ALERT_ONLY"])
+def test_task_timeout_policies(policy: str) -> None:
+    definition = three_step_def(
+        timeoutSeconds=60, responseTimeoutSeconds=30, timeoutPolicy=policy, retryCount=1
+    )
+    d = handed_out(definition, start(definition), "a", NOW)
+    # Heartbeats keep the response timeout away, but not the task's own timeout.
+    for at in (NOW + 25_000, NOW + 50_000):
+        d = decide(definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS)], at)
+    d = look_again(definition, d, NOW + 60_000)
+    first = (
+        d.state.tasks["a"]
+        if policy == "ALERT_ONLY"
+        else next(t for t in d.tasks if t.reference_task_name == "a" and t.retry_count == 0)
+    )
+    events = [m.event for m in d.outbox if isinstance(m, WorkflowEvent)]
+    if policy == "RETRY":
+        assert first.status is TaskStatus.TIMED_OUT and d.state.tasks["a"].retry_count == 1
+        assert d.state.status is WorkflowStatus.RUNNING
+    elif policy == "TIME_OUT_WF":
+        assert first.status is TaskStatus.TIMED_OUT and d.state.status is WorkflowStatus.TIMED_OUT
+        assert events == ["timed_out"] and "timeoutSeconds" in d.state.reason_for_incompletion
+    else:
+        assert first.status is TaskStatus.IN_PROGRESS and events == ["timeout_alert"]
+        d = decide(definition, d.state, [result(d.state, "a", TaskStatus.IN_PROGRESS)], NOW + 70_000)
+        d = look_again(definition, d, NOW + 90_000)
+        assert not [m for m in d.outbox if isinstance(m, WorkflowEvent)], "one alert only"
+
+
+def test_total_timeout_across_attempts_is_not_retried() -> None:
+    definition = three_step_def(totalTimeoutSeconds=100, retryCount=5, retryDelaySeconds=0)
+    d = start(definition)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW + 40_000)
+    d = decide(definition, d.state, [result(d.state, "a", TaskStatus.FAILED)], NOW + 80_000)
+    assert d.state.tasks["a"].retry_count == 2 and d.state.tasks["a"].first_scheduled_time == NOW
+    [armed] = [t for t in d.state.timers.values() if t.purpose == "deadline"]
+    assert armed.fire_at == NOW + 100_000, "armed at the first attempt's deadline"
+    fired = TimerFired(id="f-total", workflow_id="wf-1", timer_id=armed.timer_id)
+    d = decide(definition, d.state, [fired], NOW + 100_000)
+    assert (
+        d.state.status is WorkflowStatus.FAILED and "totalTimeoutSeconds" in d.state.reason_for_incompletion
+    )
+    assert d.state.tasks["a"].retry_count == 2, "no further attempt"

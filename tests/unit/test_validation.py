@@ -63,8 +63,12 @@ def test_unsupported_non_default_fields_are_rejected_not_ignored() -> None:
     found = dict(problems(definition(failureWorkflow="cleanup", workflowStatusListenerEnabled=True)))
     assert set(found) == {"failureWorkflow", "workflowStatusListenerEnabled"}
     data = definition()
+    data["tasks"][0]["taskDefinition"] = {"name": "a", "concurrentExecLimit": 5}
+    assert problems(data)[0][0] == "tasks[0].taskDefinition.concurrentExecLimit"
     data["tasks"][0]["taskDefinition"] = {"name": "a", "timeoutSeconds": 5}
-    assert problems(data)[0][0] == "tasks[0].taskDefinition.timeoutSeconds"
+    assert problems(data) == [
+        ("tasks[0].taskDefinition.responseTimeoutSeconds", "must not exceed timeoutSeconds (as in Conductor)")
+    ]
 
 
 def test_task_def_validation() -> None:
