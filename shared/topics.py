@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.models.messages import OutboxMessage, TaskMessage, TimerRequest, WorkflowEvent
+from shared.models.messages import OutboxMessage, StartWorkflow, TaskMessage, TimerRequest, WorkflowEvent
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,5 @@ class Topics:
                 return self.timer_request
             case WorkflowEvent():
                 return self.workflow_events
+            case StartWorkflow():
+                return self.workflow_start

@@ -25,6 +25,7 @@ from shared.models.messages import (
     DECIDER_INBOUND,
     DecideRequest,
     DeciderInbound,
+    OutboxMessage,
     StartWorkflow,
     WorkflowEvent,
     workflow_id_of,
@@ -315,7 +316,7 @@ class DeciderHandler:
             document = plan.publish
             assert document is not None
             messages.extend(
-                outgoing(self.topics.for_outbox(message), message, document.workflow_id, plan.headers)
+                outgoing(self.topics.for_outbox(message), message, _key(message, document), plan.headers)
                 for message in document.outbox
             )
         with tracer.start_as_current_span(
@@ -340,3 +341,9 @@ class DeciderHandler:
             log.warning(
                 "could not mark %d outboxes sent; the sweeper will republish them", len(sent), exc_info=True
             )
+
+
+def _key(message: OutboxMessage, document: WorkflowDocument) -> str:
+    """Outbox messages are keyed by the workflow they concern: this one, except the start of a
+    failureWorkflow, keyed by the execution it starts (as every start is)."""
+    return message.workflow_id if isinstance(message, StartWorkflow) else document.workflow_id

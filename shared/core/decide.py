@@ -534,6 +534,41 @@ class _DecisionRun:
             )
         state.timers.clear()
         self._emit(status, END_EVENTS[status], reason)
+        if status in (WorkflowStatus.FAILED, WorkflowStatus.TIMED_OUT) and self.snapshot.failure_workflow:
+            self._start_failure_workflow(self.snapshot.failure_workflow, status, reason)
+
+    def _start_failure_workflow(self, name: str, status: WorkflowStatus, reason: str | None) -> None:
+        """Conductor's failureWorkflow: started with the failed execution's id, reason, failed
+        task and its input and output. The id is derived from the failed workflow's, so the
+        start is idempotent; both executions carry the link."""
+        state = self.state
+        failed = [
+            t
+            for t in state.tasks.values()
+            if t.status.is_terminal and not t.status.is_successful and t.status is not TaskStatus.CANCELED
+        ]
+        failed_task = max(failed, key=lambda t: t.seq) if failed else None
+        failure_id = ids.failure_workflow_id(state.workflow_id)
+        state.failure_workflow_id = failure_id
+        state.output = {**state.output, "conductor.failure_workflow": failure_id}
+        self.ctx.outbox.append(
+            StartWorkflow(
+                id=f"start:{failure_id}",
+                workflow_id=failure_id,
+                name=name,
+                correlation_id=state.correlation_id,
+                input={
+                    "workflowId": state.workflow_id,
+                    "workflowType": state.workflow_name,
+                    "failureStatus": status.value,
+                    "reason": reason,
+                    "failureTaskId": failed_task.task_id if failed_task else None,
+                    "failedReferenceTaskName": failed_task.reference_task_name if failed_task else None,
+                    "input": state.input,
+                    "output": {k: v for k, v in state.output.items() if k != "conductor.failure_workflow"},
+                },
+            )
+        )
 
     def _emit(self, status: WorkflowStatus, event: WorkflowEventName, reason: str | None) -> None:
         state = self.state

@@ -16,3 +16,9 @@ def timer_id(task_or_workflow_id: str, purpose: str) -> str:
 
 def dispatch_message_id(task_id_: str, dispatch_count: int) -> str:
     return f"dispatch:{task_id_}:{dispatch_count}"
+
+
+def failure_workflow_id(failed_workflow_id: str) -> str:
+    """The failureWorkflow execution of a failed workflow: fixed, so a redelivered decision
+    starts it once."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"cairn:failure-workflow:{failed_workflow_id}"))

@@ -163,7 +163,6 @@ def validate_workflow_def(definition: WorkflowDef, registry: TaskTypeRegistry = 
     """Raise DefinitionError listing every problem of an already-parsed definition."""
     problems: list[tuple[str, str]] = []
     checks: list[tuple[str, bool]] = [
-        ("failureWorkflow", bool(definition.failure_workflow)),
         ("workflowStatusListenerEnabled", definition.workflow_status_listener_enabled),
         ("inputTemplate", bool(definition.input_template)),
         ("enforceSchema", definition.enforce_schema),

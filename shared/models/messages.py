@@ -148,6 +148,9 @@ class WorkflowEvent(Envelope):
     reason: str | None = None
 
 
-OutboxMessage = Annotated[TaskMessage | TimerRequest | WorkflowEvent, Field(discriminator="type")]
+OutboxMessage = Annotated[
+    TaskMessage | TimerRequest | WorkflowEvent | StartWorkflow, Field(discriminator="type")
+]
+"""What a decision publishes after its commit; a StartWorkflow starts a failureWorkflow."""
 OUTBOX_MESSAGE: TypeAdapter[OutboxMessage] = TypeAdapter(OutboxMessage)
 WORKER_TASK: TypeAdapter[TaskMessage] = TypeAdapter(TaskMessage)

@@ -135,3 +135,5 @@ class WorkflowState(CamelModel):
     next_seq: int = 1
     timeout_alerted: bool = False
     """The workflow passed its timeoutSeconds under ALERT_ONLY and the alert went out (once)."""
+    failure_workflow_id: str | None = None
+    """The failureWorkflow execution this workflow's failure started (the link, this side)."""

@@ -310,3 +310,37 @@ async def test_polling_a_task_type_that_cannot_be_a_topic_is_400(api: httpx.Asyn
     response = await api.get("/api/tasks/poll/batch/bad type!", params={"timeout": 0})
     assert response.status_code == 400 and "taskType" in response.json()["message"]
     assert (await api.get("/health")).status_code == 200
+
+
+async def test_failure_workflow_runs_when_a_workflow_fails(api: httpx.AsyncClient) -> None:
+    task_type = name("doomed")
+    cleanup = {
+        "name": name("cleanup"),
+        "tasks": [{"name": "w", "taskReferenceName": "w", "type": "WAIT"}],
+        "outputParameters": {"failed": "${workflow.input.workflowId}"},
+    }
+    workflow = {
+        "name": name("payment"),
+        "failureWorkflow": cleanup["name"],
+        "tasks": [{"name": task_type, "taskReferenceName": "charge"}],
+    }
+    await register(api, cleanup)
+    await register(api, workflow, {"name": task_type, "retryCount": 0})
+    workflow_id = (await api.post(f"/api/workflow/{workflow['name']}", json={"amount": 5})).text
+    task = await poll_one(api, task_type)
+    terminal = {
+        "workflowInstanceId": workflow_id,
+        "taskId": task["taskId"],
+        "status": "FAILED_WITH_TERMINAL_ERROR",
+        "reasonForIncompletion": "card declined",
+    }
+    assert (await api.post("/api/tasks", json=terminal)).status_code == 200
+    failed = await wait_for(api, workflow_id, lambda w: w["status"] == "FAILED")
+    failure_id = failed["output"]["conductor.failure_workflow"]
+    handler = await wait_for(api, failure_id, lambda w: w["status"] == "RUNNING" and w["tasks"])
+    assert handler["workflowName"] == cleanup["name"]
+    assert (
+        handler["input"]["workflowId"] == workflow_id
+        and handler["input"]["failedReferenceTaskName"] == "charge"
+    )
+    assert "card declined" in handler["input"]["reason"] and handler["input"]["input"] == {"amount": 5}

@@ -502,3 +502,45 @@ def test_total_timeout_across_attempts_is_not_retried() -> None:
         d.state.status is WorkflowStatus.FAILED and "totalTimeoutSeconds" in d.state.reason_for_incompletion
     )
     assert d.state.tasks["a"].retry_count == 2, "no further attempt"
+
+
+def test_failure_workflow_starts_with_the_failed_executions_details() -> None:
+    from shared.models.messages import StartWorkflow
+
+    definition = three_step_def().model_copy(update={"failure_workflow": "cleanup"})
+    d = start(definition, {"n": 1})
+    d = decide(definition, d.state, [result(d.state, "a", output_data={"n": 2})], NOW + 1)
+    failing = d.state.tasks["b"]
+    d = decide(
+        definition,
+        d.state,
+        [
+            result(
+                d.state, "b", TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason_for_incompletion="card declined"
+            )
+        ],
+        NOW + 2,
+    )
+    assert d.state.status is WorkflowStatus.FAILED
+    [started] = [m for m in d.outbox if isinstance(m, StartWorkflow)]
+    assert started.name == "cleanup" and d.state.failure_workflow_id == started.workflow_id
+    assert d.state.output["conductor.failure_workflow"] == started.workflow_id
+    assert started.input["workflowId"] == "wf-1" and started.input["failureStatus"] == "FAILED"
+    assert (
+        started.input["failureTaskId"] == failing.task_id and started.input["failedReferenceTaskName"] == "b"
+    )
+    assert "card declined" in started.input["reason"] and started.input["input"] == {"n": 1}
+    # Its id is derived from the failed workflow's: a replayed decision starts the same one.
+    from shared.core.ids import failure_workflow_id
+
+    assert started.workflow_id == failure_workflow_id("wf-1") != failure_workflow_id("wf-2")
+
+
+def test_no_failure_workflow_for_completed_or_terminated() -> None:
+    from shared.models.messages import StartWorkflow
+
+    definition = three_step_def().model_copy(update={"failure_workflow": "cleanup"})
+    d = start(definition)
+    d = decide(definition, d.state, [TerminateWorkflow(id="t", workflow_id="wf-1")], NOW)
+    assert d.state.status is WorkflowStatus.TERMINATED
+    assert not [m for m in d.outbox if isinstance(m, StartWorkflow)]

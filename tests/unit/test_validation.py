@@ -60,8 +60,8 @@ def test_duplicate_reference_names() -> None:
 
 
 def test_unsupported_non_default_fields_are_rejected_not_ignored() -> None:
-    found = dict(problems(definition(failureWorkflow="cleanup", workflowStatusListenerEnabled=True)))
-    assert set(found) == {"failureWorkflow", "workflowStatusListenerEnabled"}
+    found = dict(problems(definition(inputTemplate={"a": 1}, workflowStatusListenerEnabled=True)))
+    assert set(found) == {"inputTemplate", "workflowStatusListenerEnabled"}
     data = definition()
     data["tasks"][0]["taskDefinition"] = {"name": "a", "concurrentExecLimit": 5}
     assert problems(data)[0][0] == "tasks[0].taskDefinition.concurrentExecLimit"
