@@ -1,0 +1,139 @@
+"""Two deciders, one workflow, the same stale read: the race forced, not hoped for (issue 4, 6).
+
+Both deciders are real DeciderHandlers on real store adapters (two adapter instances on one
+database, as two processes would have). A barrier holds each decider after its first read until
+both have read, so both decide from the same version. Exactly one commit may win; the loser must
+re-read, find the result already applied, and schedule nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.decider.handler import DeciderHandler
+from shared.adapters.embedded_bus import EmbeddedBus
+from shared.core.validation import parse_task_def, parse_workflow_def
+from shared.models.documents import WorkflowDocument
+from shared.models.messages import StartWorkflow, TaskMessage, TaskResult
+from shared.models.runtime import TaskStatus
+from shared.ports.bus import Received
+from shared.ports.store import Commit, Store
+from shared.topics import Topics
+from tests.e2e.definitions import PIPELINE, TASK_DEFS
+
+pytestmark = pytest.mark.integration
+NOW = 1_800_000_000_000
+
+
+class ReadTogether:
+    """A store whose first `load_workflows` waits until every decider of the race has read,
+    and which records each commit's outcome. Everything else is the real adapter."""
+
+    def __init__(self, store: Store, barrier: asyncio.Barrier) -> None:
+        self._store = store
+        self._barrier = barrier
+        self._waited = False
+        self.outcomes: list[bool] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
+        documents = await self._store.load_workflows(workflow_ids)
+        if not self._waited:
+            self._waited = True
+            await self._barrier.wait()
+        return documents
+
+    async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
+        won = await self._store.commit_workflows(commits)
+        self.outcomes.extend(won)
+        return won
+
+
+def received(topics: Topics, message: StartWorkflow | TaskResult, offset: int) -> Received:
+    topic = topics.workflow_start if isinstance(message, StartWorkflow) else topics.task_result
+    return Received(
+        topic=topic, value=message.to_bytes(), key="wf-race", headers={}, partition=0, offset=offset
+    )
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def adapter(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(adapter: str, request: pytest.FixtureRequest) -> Store:
+    return request.getfixturevalue(f"{adapter}_store")
+
+
+@pytest.fixture
+def fresh_store(adapter: str, request: pytest.FixtureRequest) -> Store:
+    """A second adapter instance on the same database, as another decider process has."""
+    return request.getfixturevalue(f"{adapter}_fresh_store")
+
+
+def dispatches(bus_file: Path, topic: str) -> list[TaskMessage]:
+    with sqlite3.connect(bus_file) as connection:
+        rows = connection.execute("SELECT value FROM bus_messages WHERE topic = ?", (topic,)).fetchall()
+    return [TaskMessage.model_validate_json(value) for (value,) in rows]
+
+
+@pytest.mark.parametrize("copies", [1, 10])
+async def test_two_deciders_same_stale_read_one_commit_no_double_schedule(
+    store: Store, fresh_store: Store, tmp_path: Path, copies: int
+) -> None:
+    first, second = store, fresh_store
+    topics = Topics()
+    bus_file = tmp_path / "bus.db"
+    bus = EmbeddedBus(str(bus_file))
+    try:
+        for task_def in TASK_DEFS:
+            await first.put_task_def(parse_task_def(task_def))
+        await first.put_workflow_def(parse_workflow_def(PIPELINE))
+        start = StartWorkflow(
+            id="start:wf-race",
+            workflow_id="wf-race",
+            name="e2e_pipeline",
+            input={"n": 1, "add": 2, "label": "x"},
+        )
+        await DeciderHandler(first, bus, topics, lambda: NOW).handle_batch([received(topics, start, 0)])
+        document = await second.load_workflow("wf-race")
+        assert document is not None and document.version == 1
+        add = document.state.tasks["add"]
+        done = TaskResult(
+            id=f"result:{add.task_id}:1",
+            workflow_instance_id="wf-race",
+            task_id=add.task_id,
+            status=TaskStatus.COMPLETED,
+            output_data={"n": 3},
+        )
+
+        barrier = asyncio.Barrier(2)
+        racers = [ReadTogether(first, barrier), ReadTogether(second, barrier)]
+        deciders = [DeciderHandler(racer, bus, topics, lambda: NOW + 10) for racer in racers]  # type: ignore[arg-type]
+        # The same result delivered to both (and, with copies=10, ten times in each batch).
+        await asyncio.gather(
+            *(d.handle_batch([received(topics, done, 1 + i) for i in range(copies)]) for d in deciders)
+        )
+
+        outcomes = [racer.outcomes for racer in racers]
+        assert sorted(o[0] for o in outcomes) == [False, True], f"exactly one first commit wins: {outcomes}"
+        final = await second.load_workflow("wf-race")
+        assert final is not None and final.version == 2, "the loser re-read and found nothing to do"
+        assert final.state.tasks["add"].status is TaskStatus.COMPLETED
+        mul = [m for m in dispatches(bus_file, topics.task_dispatch) if m.reference_task_name == "mul"]
+        # One execution, dispatched once: the loser may re-publish the winner's still-unsent
+        # outbox (that is how a decision repairs a crash between commit and publish), but only
+        # as the same message, which workers and the api's claim recognise by its id.
+        assert {(m.task_id, m.poll_count, m.id) for m in mul} == {(mul[0].task_id, 1, mul[0].id)}, mul
+        assert mul[0].task_id == final.state.tasks["mul"].task_id
+    finally:
+        await bus.stop()
