@@ -137,3 +137,79 @@ async def test_two_deciders_same_stale_read_one_commit_no_double_schedule(
         assert mul[0].task_id == final.state.tasks["mul"].task_id
     finally:
         await bus.stop()
+
+
+WAITING = {
+    "name": "race_wait",
+    "tasks": [
+        {"name": "approve", "taskReferenceName": "approve", "type": "WAIT"},
+        {
+            "name": "e2e_add",
+            "taskReferenceName": "add",
+            "inputParameters": {"n": 1, "add": "${approve.output.by}"},
+        },
+    ],
+}
+
+
+async def test_start_signal_and_timer_delivered_ten_times_change_the_workflow_once(
+    store: Store, tmp_path: Path
+) -> None:
+    from shared.models.messages import Signal, TimerFired
+
+    topics = Topics()
+    bus_file = tmp_path / "bus.db"
+    bus = EmbeddedBus(str(bus_file))
+    try:
+        await store.put_task_def(parse_task_def({"name": "e2e_add", "retryCount": 1, "retryDelaySeconds": 5}))
+        await store.put_workflow_def(parse_workflow_def(WAITING))
+        decider = DeciderHandler(store, bus, topics, lambda: NOW)
+
+        def batch(message: StartWorkflow | TaskResult | Signal | TimerFired, offset: int) -> list[Received]:
+            topic = {
+                StartWorkflow: topics.workflow_start,
+                Signal: topics.workflow_signal,
+                TimerFired: topics.timer_fired,
+            }.get(type(message), topics.task_result)
+            return [
+                Received(
+                    topic=topic,
+                    value=message.to_bytes(),
+                    key="wf-dup",
+                    headers={},
+                    partition=0,
+                    offset=offset + i,
+                )
+                for i in range(10)
+            ]
+
+        start = StartWorkflow(id="start:wf-dup", workflow_id="wf-dup", name="race_wait")
+        await decider.handle_batch(batch(start, 0))
+        await decider.handle_batch(batch(start, 10))  # and again, in a later batch
+        document = await store.load_workflow("wf-dup")
+        assert document is not None and document.version == 1
+
+        signal = Signal(id="signal:once", workflow_id="wf-dup", task_ref_name="approve", output={"by": 2})
+        await decider.handle_batch(batch(signal, 20))
+        await decider.handle_batch(batch(signal, 30))
+        document = await store.load_workflow("wf-dup")
+        assert document is not None and document.version == 2
+        add = document.state.tasks["add"]
+        failed = TaskResult(
+            id="result:fail", workflow_instance_id="wf-dup", task_id=add.task_id, status=TaskStatus.FAILED
+        )
+        await decider.handle_batch(batch(failed, 40))
+        document = await store.load_workflow("wf-dup")
+        assert document is not None and document.version == 3
+        [timer] = [t for t in document.state.timers.values() if t.purpose == "dispatch"]
+        fired = TimerFired(id=f"fired:{timer.timer_id}", workflow_id="wf-dup", timer_id=timer.timer_id)
+        await decider.handle_batch(batch(fired, 50))
+        await decider.handle_batch(batch(fired, 60))
+        document = await store.load_workflow("wf-dup")
+        assert document is not None and document.version == 4
+        retry = document.state.tasks["add"]
+        assert retry.retry_count == 1 and retry.dispatch_count == 1 and retry.input_data == {"n": 1, "add": 2}
+        sent = {(m.task_id, m.poll_count) for m in dispatches(bus_file, topics.task_dispatch)}
+        assert sent == {(add.task_id, 1), (retry.task_id, 1)}, "each execution dispatched once"
+    finally:
+        await bus.stop()
