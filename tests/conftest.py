@@ -112,3 +112,24 @@ async def sqlite_fresh_store(sqlite_path: str) -> AsyncIterator[object]:
     would see it."""
     async for store in _sqlite_store(sqlite_path):
         yield store
+
+
+STORE_ADAPTERS = [pytest.param("mongo", marks=pytest.mark.integration), "sqlite"]
+
+
+@pytest.fixture(params=STORE_ADAPTERS)
+def adapter(request: pytest.FixtureRequest) -> str:
+    """Which store adapter a test runs on; tests asking for `store` run once per adapter."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store(adapter: str, request: pytest.FixtureRequest) -> object:
+    """The store adapter under test (its fixture is `<adapter>_store` above)."""
+    return request.getfixturevalue(f"{adapter}_store")
+
+
+@pytest.fixture
+def fresh_store(adapter: str, request: pytest.FixtureRequest) -> object:
+    """A second adapter of the same kind on the same database, as another process would see it."""
+    return request.getfixturevalue(f"{adapter}_fresh_store")

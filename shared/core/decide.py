@@ -346,26 +346,9 @@ class _DecisionRun:
         if any(t.fire_at <= due for t in armed):
             return
         for later in armed:  # superseded by an earlier deadline
-            del self.state.timers[later.timer_id]
-            self.ctx.outbox.append(
-                TimerRequest(
-                    id=f"{later.timer_id}:cancel",
-                    action="cancel",
-                    timer_id=later.timer_id,
-                    workflow_id=self.state.workflow_id,
-                )
-            )
+            self._cancel_timer(later.timer_id)
         timer_id = ids.timer_id(self.state.workflow_id, f"deadline-{due}")
-        self.state.timers[timer_id] = PendingTimer(timer_id=timer_id, purpose=TIMER_DEADLINE, fire_at=due)
-        self.ctx.outbox.append(
-            TimerRequest(
-                id=f"{timer_id}:arm",
-                action="arm",
-                timer_id=timer_id,
-                workflow_id=self.state.workflow_id,
-                fire_at=due,
-            )
-        )
+        self._arm_timer(PendingTimer(timer_id=timer_id, purpose=TIMER_DEADLINE, fire_at=due))
         self.dirty = True
 
     def _on_terminate(self, command: TerminateWorkflow) -> None:
@@ -442,17 +425,34 @@ class _DecisionRun:
 
     def _arm_dispatch_timer(self, task: TaskState, why: str, delay_ms: int) -> None:
         timer_id = ids.timer_id(task.task_id, f"{why}-{task.dispatch_count}")
-        fire_at = self.now + delay_ms
-        self.state.timers[timer_id] = PendingTimer(
-            timer_id=timer_id, purpose=TIMER_DISPATCH, fire_at=fire_at, task_id=task.task_id
+        self._arm_timer(
+            PendingTimer(
+                timer_id=timer_id, purpose=TIMER_DISPATCH, fire_at=self.now + delay_ms, task_id=task.task_id
+            )
         )
+
+    def _arm_timer(self, timer: PendingTimer) -> None:
+        """Record a pending timer in the state and ask the timer service to arm it."""
+        self.state.timers[timer.timer_id] = timer
         self.ctx.outbox.append(
             TimerRequest(
-                id=f"{timer_id}:arm",
+                id=f"{timer.timer_id}:arm",
                 action="arm",
+                timer_id=timer.timer_id,
+                workflow_id=self.state.workflow_id,
+                fire_at=timer.fire_at,
+            )
+        )
+
+    def _cancel_timer(self, timer_id: str) -> None:
+        """Forget a pending timer and ask the timer service to cancel it."""
+        self.state.timers.pop(timer_id, None)
+        self.ctx.outbox.append(
+            TimerRequest(
+                id=f"{timer_id}:cancel",
+                action="cancel",
                 timer_id=timer_id,
                 workflow_id=self.state.workflow_id,
-                fire_at=fire_at,
             )
         )
 
@@ -527,12 +527,7 @@ class _DecisionRun:
             if not task.status.is_terminal:
                 self._finish_task(task, TaskStatus.CANCELED, f"workflow {status}")
         for timer_id in sorted(state.timers):
-            self.ctx.outbox.append(
-                TimerRequest(
-                    id=f"{timer_id}:cancel", action="cancel", timer_id=timer_id, workflow_id=state.workflow_id
-                )
-            )
-        state.timers.clear()
+            self._cancel_timer(timer_id)
         self._emit(status, END_EVENTS[status], reason)
         if status in (WorkflowStatus.FAILED, WorkflowStatus.TIMED_OUT) and self.snapshot.failure_workflow:
             self._start_failure_workflow(self.snapshot.failure_workflow, status, reason)

@@ -14,25 +14,6 @@ from shared.models.messages import WorkflowEvent
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
 from shared.ports.store import Commit, Store, commit_one
 
-ADAPTERS = [pytest.param("mongo", marks=pytest.mark.integration), "sqlite"]
-
-
-@pytest.fixture(params=ADAPTERS)
-def adapter(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def store(adapter: str, request: pytest.FixtureRequest) -> Store:
-    """The adapter under test; each adapter's fixture lives in tests/conftest.py."""
-    return request.getfixturevalue(f"{adapter}_store")
-
-
-@pytest.fixture
-def fresh_store(adapter: str, request: pytest.FixtureRequest) -> Store:
-    """A second adapter of the same kind on the same database, as another process would see it."""
-    return request.getfixturevalue(f"{adapter}_fresh_store")
-
 
 def document(workflow_id: str = "wf-1", version: int = 1, **state: object) -> WorkflowDocument:
     return WorkflowDocument(

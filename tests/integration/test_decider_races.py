@@ -64,22 +64,6 @@ def received(topics: Topics, message: StartWorkflow | TaskResult, offset: int) -
     )
 
 
-@pytest.fixture(params=["sqlite", "mongo"])
-def adapter(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def store(adapter: str, request: pytest.FixtureRequest) -> Store:
-    return request.getfixturevalue(f"{adapter}_store")
-
-
-@pytest.fixture
-def fresh_store(adapter: str, request: pytest.FixtureRequest) -> Store:
-    """A second adapter instance on the same database, as another decider process has."""
-    return request.getfixturevalue(f"{adapter}_fresh_store")
-
-
 def dispatches(bus_file: Path, topic: str) -> list[TaskMessage]:
     with sqlite3.connect(bus_file) as connection:
         rows = connection.execute("SELECT value FROM bus_messages WHERE topic = ?", (topic,)).fetchall()
