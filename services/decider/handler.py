@@ -45,6 +45,14 @@ version_conflicts = meter.create_counter(
 dead_lettered = meter.create_counter(
     "cairn.deadletters", description="Messages moved to the dead-letter topic"
 )
+rejected_events = meter.create_counter(
+    "cairn.decider.rejected",
+    description="Events the task state machine rejected (late results of superseded attempts, "
+    "signals for no waiting task, ...), by reason code",
+)
+repairs_made = meter.create_counter(
+    "cairn.decider.repairs", description="Lost dispatches and timer firings made good on a sweeper's request"
+)
 batch_duration = meter.create_histogram(
     "cairn.decider.batch.duration", unit="ms", description="Time per batch"
 )
@@ -213,8 +221,12 @@ class DeciderHandler:
                 reason = f"decide failed for workflow {workflow_id}: {error!r}"
                 plan.dead = [dead_letter(item.received, reason, self.topics.dead_letter) for item in items]
                 return plan
-            for note in decision.notes:
-                log.info("workflow %s: %s", workflow_id, note)
+            for rejection in decision.notes:
+                log.warning("workflow %s: rejected (%s): %s", workflow_id, rejection.code, rejection.message)
+                rejected_events.add(1, {"reason": rejection.code})
+            for repair in decision.repairs:
+                log.warning("workflow %s: repaired: %s", workflow_id, repair)
+                repairs_made.add(1)
             span.set_attribute("cairn.task_ids", [task.task_id for task in decision.tasks])
             if not decision.changed and exists:
                 plan.publish = document  # repairs a crash between an earlier commit and its publish

@@ -3,8 +3,10 @@
 A workflow is swept when its outbox has held unsent messages longer than a grace period (the
 decider crashed between commit and publish) or when it is RUNNING and nothing was committed for a
 configurable time. Either way the sweeper publishes a decide-request; the decider republishes the
-outbox and re-evaluates, both idempotent. The stale scan runs on its own, longer interval because
-on some MongoDB-protocol servers it reads the whole collection.
+outbox and re-evaluates, both idempotent. For an idle workflow the request also says since when
+it has been idle, and the decider makes good a dispatch or timer firing that was lost; the
+sweeper checks every idle workflow against the state invariants first. The stale scan runs on
+its own, longer interval because on some MongoDB-protocol servers it reads the whole collection.
 """
 
 from __future__ import annotations
@@ -14,13 +16,19 @@ import logging
 from collections.abc import Callable
 
 from services.runtime import sleep_unless_stopped
+from shared import telemetry
+from shared.core.invariants import invariant_violations
 from shared.messaging import outgoing
 from shared.models.messages import DecideRequest
-from shared.ports.bus import Bus
+from shared.ports.bus import Bus, Outgoing
 from shared.ports.store import Store
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)
+invariant_violated = telemetry.meter("cairn.sweeper").create_counter(
+    "cairn.sweeper.invariant_violations",
+    description="Idle workflows found breaking an invariant (shared/core/invariants.py)",
+)
 HOUSEKEEPING_INTERVAL_MS = 60_000
 
 
@@ -49,27 +57,46 @@ class Sweeper:
 
     async def sweep_once(self) -> list[str]:
         now = self.clock()
-        ids = await self.store.find_unpublished(now - self.outbox_grace_ms, self.limit)
+        unsent = await self.store.find_unpublished(now - self.outbox_grace_ms, self.limit)
+        stale: list[str] = []
         if now - self._last_stale_scan >= self.stale_interval_ms:
             self._last_stale_scan = now
             stale = await self.store.find_stale_running(now - self.stale_after_ms, self.limit)
-            ids += [workflow_id for workflow_id in stale if workflow_id not in ids]
-        await self.bus.publish(
-            [
-                outgoing(
-                    self.topics.decide_request,
-                    DecideRequest(id=f"sweep:{workflow_id}:{now}", workflow_id=workflow_id, reason="sweep"),
-                    workflow_id,
-                )
-                for workflow_id in ids
-            ]
-        )
+            await self._check_invariants(stale)
+        requests = [self._request(workflow_id, now, stale_before=None) for workflow_id in unsent]
+        requests += [
+            self._request(workflow_id, now, stale_before=now - self.stale_after_ms)
+            for workflow_id in stale
+            if workflow_id not in unsent
+        ]
+        ids = [*unsent, *(workflow_id for workflow_id in stale if workflow_id not in unsent)]
+        await self.bus.publish(requests)
         if ids:
             log.info("swept %d workflows", len(ids))
         if now - self._last_housekeeping >= HOUSEKEEPING_INTERVAL_MS:
             self._last_housekeeping = now
             await self.store.housekeeping(now)
         return ids
+
+    def _request(self, workflow_id: str, now: int, stale_before: int | None) -> Outgoing:
+        """A decide-request; for an idle workflow it carries the idle cutoff, so the decider also
+        makes good a dispatch or timer firing that was lost (DecideRequest.stale_before)."""
+        reason = "stale" if stale_before is not None else "unsent outbox"
+        request = DecideRequest(
+            id=f"sweep:{workflow_id}:{now}", workflow_id=workflow_id, reason=reason, stale_before=stale_before
+        )
+        return outgoing(self.topics.decide_request, request, workflow_id)
+
+    async def _check_invariants(self, workflow_ids: list[str]) -> None:
+        """Idle workflows are where a broken invariant would hide: check each one and say so
+        loudly (log + metric). The decide-request that follows is what moves them on."""
+        if not workflow_ids:
+            return
+        documents = await self.store.load_workflows(workflow_ids)
+        for document in documents.values():
+            for problem in invariant_violations(document.state):
+                invariant_violated.add(1)
+                log.error("invariant violated: %s", problem)
 
     async def run(self, stop: asyncio.Event, interval_s: float) -> None:
         while not stop.is_set():

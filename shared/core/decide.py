@@ -53,13 +53,29 @@ class _Deadline:
 
 
 @dataclass(frozen=True)
+class Rejection:
+    """An event the state machine did not accept: a result for a superseded attempt, a signal
+    for no waiting task, a status a worker may not report. Never silent: the decider logs each
+    one and counts it by `code` (metric `cairn.decider.rejected`)."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
 class Decision:
     state: WorkflowState
     tasks: list[TaskState] = field(default_factory=list)
     """Task executions created or changed by this decision (to upsert as task records)."""
     outbox: list[OutboxMessage] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    """Why events were ignored; for logs and operators, never for control flow."""
+    notes: list[Rejection] = field(default_factory=list)
+    """Events the state machine rejected, and why; for logs, metrics and operators, never for
+    control flow."""
+    repairs: list[str] = field(default_factory=list)
+    """What a sweeper's stale-workflow request made good (a lost dispatch or timer firing)."""
     changed: bool = False
 
 
@@ -116,7 +132,8 @@ class _DecisionRun:
         self.registry = registry
         self.ctx = ScheduleContext(now=now)
         self.changed_tasks: dict[str, TaskState] = {}
-        self.notes: list[str] = []
+        self.notes: list[Rejection] = []
+        self.repairs: list[str] = []
         self.dirty = False
         self.nodes = {node.task_reference_name: node for node in snapshot.tasks}
         self.order = {node.task_reference_name: index for index, node in enumerate(snapshot.tasks)}
@@ -136,9 +153,13 @@ class _DecisionRun:
             case TerminateWorkflow():
                 self._on_terminate(event)
             case DecideRequest():
-                pass  # re-evaluation only
+                if event.stale_before is not None:
+                    self._repair_lost_messages(event.stale_before)
             case _:
                 assert_never(event)
+
+    def _reject(self, code: str, message: str) -> None:
+        self.notes.append(Rejection(code, message))
 
     def _live_task(self, task_id: str) -> TaskState | None:
         for task in self.state.tasks.values():
@@ -148,14 +169,21 @@ class _DecisionRun:
 
     def _on_task_result(self, result: TaskResult) -> None:
         if self.state.status.is_terminal:
-            self.notes.append(f"result for task {result.task_id} ignored: workflow is {self.state.status}")
+            self._reject(
+                "result_workflow_ended",
+                f"result for task {result.task_id} ignored: workflow is {self.state.status}",
+            )
             return
         task = self._live_task(result.task_id)
         if task is None:
-            self.notes.append(f"result for task {result.task_id} ignored: not a current task execution")
+            self._reject(
+                "result_superseded", f"result for task {result.task_id} ignored: not a current task execution"
+            )
             return
         if task.status.is_terminal:
-            self.notes.append(f"result for task {result.task_id} ignored: task already {task.status}")
+            self._reject(
+                "result_task_ended", f"result for task {result.task_id} ignored: task already {task.status}"
+            )
             return
         task.worker_id = result.worker_id or task.worker_id
         if result.output_data:
@@ -168,8 +196,9 @@ class _DecisionRun:
             case TaskStatus.FAILED | TaskStatus.FAILED_WITH_TERMINAL_ERROR:
                 self._on_task_failed(task, result.status, result.reason_for_incompletion)
             case _:
-                self.notes.append(
-                    f"result for task {result.task_id} ignored: a worker cannot report {result.status}"
+                self._reject(
+                    "result_status_not_allowed",
+                    f"result for task {result.task_id} ignored: a worker cannot report {result.status}",
                 )
 
     def _on_in_progress(self, task: TaskState, callback_after_seconds: int) -> None:
@@ -186,14 +215,21 @@ class _DecisionRun:
     def _on_signal(self, signal: Signal) -> None:
         task = self.state.tasks.get(signal.task_ref_name)
         if self.state.status.is_terminal:
-            self.notes.append(f"signal for {signal.task_ref_name} ignored: workflow is {self.state.status}")
+            self._reject(
+                "signal_workflow_ended",
+                f"signal for {signal.task_ref_name} ignored: workflow is {self.state.status}",
+            )
             return
         if task is None or task.status.is_terminal:
-            self.notes.append(f"signal for {signal.task_ref_name} ignored: no task waiting under that name")
+            self._reject(
+                "signal_no_waiting_task",
+                f"signal for {signal.task_ref_name} ignored: no task waiting under that name",
+            )
             return
         if not self.registry.get(task.kind).accepts_signals:
-            self.notes.append(
-                f"signal for {signal.task_ref_name} ignored: {task.kind} tasks take results, not signals"
+            self._reject(
+                "signal_not_accepted",
+                f"signal for {signal.task_ref_name} ignored: {task.kind} tasks take results, not signals",
             )
             return
         task.output_data = dict(signal.output)
@@ -202,14 +238,15 @@ class _DecisionRun:
         elif signal.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR):
             self._on_task_failed(task, signal.status, signal.output.get("reason") or "failed by signal")
         else:
-            self.notes.append(
-                f"signal for {signal.task_ref_name} ignored: status {signal.status} not allowed"
+            self._reject(
+                "signal_status_not_allowed",
+                f"signal for {signal.task_ref_name} ignored: status {signal.status} not allowed",
             )
 
     def _on_timer_fired(self, fired: TimerFired) -> None:
         timer = self.state.timers.pop(fired.timer_id, None)
         if timer is None:
-            self.notes.append(f"timer {fired.timer_id} ignored: not pending")
+            self._reject("timer_not_pending", f"timer {fired.timer_id} ignored: not pending")
             return
         self.dirty = True
         if timer.purpose == TIMER_DEADLINE:
@@ -217,10 +254,50 @@ class _DecisionRun:
         if timer.purpose == TIMER_DISPATCH and timer.task_id is not None:
             task = self._live_task(timer.task_id)
             if task is None or task.status.is_terminal or self.state.status.is_terminal:
-                self.notes.append(f"timer {fired.timer_id} fired for a task that is no longer live")
+                self._reject(
+                    "timer_task_ended", f"timer {fired.timer_id} fired for a task that is no longer live"
+                )
                 return
             dispatch(self.ctx, task, response_timeout_of(self.nodes[task.reference_task_name]))
             self._touch(task)
+
+    def _repair_lost_messages(self, stale_before: int) -> None:
+        """What a dropped message leaves behind, made good on the sweeper's word that nothing
+        has happened to this workflow since `stale_before`:
+
+        - a timer due before then whose firing never came (its arm request or its firing was
+          lost) is taken as fired now, and the timer service told to forget it;
+        - a worker task still SCHEDULED since before then (its dispatch was lost, or a worker
+          that reports no start lost its result) is dispatched again. Like Conductor's re-queue
+          of a task nobody polled, this may hand out a task that was merely slow in a queue;
+          the execution id is the same, so the first result wins and the other is rejected.
+        """
+        if self.state.status.is_terminal:
+            return
+        for timer in sorted(self.state.timers.values(), key=lambda t: t.fire_at):
+            if timer.fire_at < stale_before and timer.timer_id in self.state.timers:
+                self.repairs.append(f"timer {timer.timer_id} overdue since {timer.fire_at}: taken as fired")
+                self._request_timer_cancel(timer.timer_id)
+                self._on_timer_fired(
+                    TimerFired(
+                        id=f"{timer.timer_id}:repaired",
+                        workflow_id=self.state.workflow_id,
+                        timer_id=timer.timer_id,
+                    )
+                )
+        waiting_for_timer = {t.task_id for t in self.state.timers.values() if t.purpose == TIMER_DISPATCH}
+        for task in self.state.tasks.values():
+            if (
+                task.status is TaskStatus.SCHEDULED
+                and task.update_time < stale_before
+                and task.task_id not in waiting_for_timer
+                and self.registry.get(task.kind).worker_executed
+            ):
+                self.repairs.append(
+                    f"task {task.task_id} SCHEDULED since {task.update_time}: dispatched again"
+                )
+                dispatch(self.ctx, task, response_timeout_of(self.nodes[task.reference_task_name]))
+                self._touch(task)
 
     def enforce_timeouts(self) -> None:
         """Conductor's timeouts that Cairn implements, checked after the events of every decision
@@ -353,7 +430,9 @@ class _DecisionRun:
 
     def _on_terminate(self, command: TerminateWorkflow) -> None:
         if self.state.status.is_terminal:
-            self.notes.append(f"terminate ignored: workflow already {self.state.status}")
+            self._reject(
+                "terminate_workflow_ended", f"terminate ignored: workflow already {self.state.status}"
+            )
             return
         self._end_workflow(WorkflowStatus.TERMINATED, command.reason or "terminated by operator")
 
@@ -447,6 +526,9 @@ class _DecisionRun:
     def _cancel_timer(self, timer_id: str) -> None:
         """Forget a pending timer and ask the timer service to cancel it."""
         self.state.timers.pop(timer_id, None)
+        self._request_timer_cancel(timer_id)
+
+    def _request_timer_cancel(self, timer_id: str) -> None:
         self.ctx.outbox.append(
             TimerRequest(
                 id=f"{timer_id}:cancel",
@@ -587,5 +669,6 @@ class _DecisionRun:
             tasks=list(self.changed_tasks.values()),
             outbox=list(self.ctx.outbox),
             notes=self.notes,
+            repairs=self.repairs,
             changed=self.dirty,
         )

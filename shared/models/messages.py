@@ -88,6 +88,10 @@ class DecideRequest(Envelope):
     type: Literal["decide_request"] = "decide_request"
     workflow_id: str = Field(min_length=1)
     reason: str = ""
+    stale_before: int | None = None
+    """Epoch ms. When set, the workflow looked stuck: the decider repairs what a lost message
+    would leave behind — it dispatches again a worker task still SCHEDULED since before this
+    time, and treats a timer due before this time as fired."""
 
 
 DeciderInbound = Annotated[

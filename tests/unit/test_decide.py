@@ -166,7 +166,7 @@ def test_late_result_for_retried_attempt_is_ignored() -> None:
     again = decide(definition, d.state, [stale], NOW)
     assert not again.changed
     assert again.state == d.state
-    assert "not a current task execution" in again.notes[0]
+    assert "not a current task execution" in again.notes[0].message
 
 
 def test_duplicate_result_is_ignored() -> None:

@@ -1,0 +1,36 @@
+"""The invariants a committed workflow state must satisfy, whatever happened to its messages.
+
+A RUNNING workflow that has nothing live is stuck for good: no worker holds a task, no timer will
+fire, so no event will ever arrive to move it. The core never commits such a state, the sweeper
+checks every workflow it finds idle against these rules, and the tests check every state they
+observe. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from shared.core.tasktypes import REGISTRY, TaskTypeRegistry
+from shared.models.runtime import WorkflowState, WorkflowStatus
+
+
+def invariant_violations(state: WorkflowState, registry: TaskTypeRegistry = REGISTRY) -> list[str]:
+    """Why this state breaks an invariant; empty when it is healthy."""
+    live = sorted(ref for ref, task in state.tasks.items() if not task.status.is_terminal)
+    problems: list[str] = []
+    if state.status is WorkflowStatus.RUNNING and not live and not state.timers:
+        problems.append(
+            f"workflow {state.workflow_id} is RUNNING with no task scheduled or in progress "
+            "and no timer armed: nothing can move it"
+        )
+    if state.status.is_terminal:
+        if live:
+            problems.append(f"workflow {state.workflow_id} is {state.status} but tasks {live} are still live")
+        if state.timers:
+            problems.append(
+                f"workflow {state.workflow_id} is {state.status} "
+                f"but timers {sorted(state.timers)} are still pending"
+            )
+    for ref in live:
+        task = state.tasks[ref]
+        if not registry.supports(task.kind):
+            problems.append(f"task {ref} of workflow {state.workflow_id} has unknown type {task.kind!r}")
+    return problems
