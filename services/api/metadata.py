@@ -72,6 +72,14 @@ async def update_task_def(ctx: Ctx, body: Annotated[Any, Body()]) -> Response:
     return Response(status_code=200)
 
 
+@router.delete("/taskdefs/{name}", status_code=200)
+async def delete_task_def(ctx: Ctx, name: str) -> Response:
+    """Unregister a TaskDef. Running executions keep the copy in their definition snapshot."""
+    if not await ctx.store.delete_task_def(name):
+        raise ApiError(404, f"no task definition named {name!r}")
+    return Response(status_code=200)
+
+
 @router.get("/taskdefs/{name}")
 async def get_task_def(ctx: Ctx, name: str) -> dict[str, Any]:
     found = (await ctx.store.get_task_defs([name])).get(name)
@@ -112,6 +120,15 @@ async def get_workflow_def(ctx: Ctx, name: str, version: int | None = None) -> d
             404, f"no {which}workflow definition named {name!r}; list them with GET /api/metadata/workflow"
         )
     return _dump(found)
+
+
+@router.delete("/workflow/{name}/{version}", status_code=200)
+async def delete_workflow_def(ctx: Ctx, name: str, version: int) -> Response:
+    """Unregister one version (Conductor's DELETE). Running executions finish on the snapshot
+    they started with; new starts of it are refused with 404."""
+    if not await ctx.store.delete_workflow_def(name, version):
+        raise ApiError(404, f"no version {version} of workflow definition named {name!r}")
+    return Response(status_code=200)
 
 
 @router.get("/workflow")

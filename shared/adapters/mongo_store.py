@@ -211,6 +211,14 @@ class MongoStore:
             found.append(WorkflowDef.model_validate(data))
         return found
 
+    async def delete_workflow_def(self, name: str, version: int) -> bool:
+        result = await self._workflow_defs.delete_one({"_id": f"{name}:{version}"})
+        return result.deleted_count > 0
+
+    async def delete_task_def(self, name: str) -> bool:
+        result = await self._task_defs.delete_one({"_id": name})
+        return result.deleted_count > 0
+
     async def put_task_def(self, task_def: TaskDef) -> None:
         data = task_def.to_json_dict()
         data["_id"] = task_def.name

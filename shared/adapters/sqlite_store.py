@@ -234,6 +234,15 @@ def _execute(sql: str, params: Sequence[Any] = ()) -> Callable[[sqlite3.Connecti
     return work
 
 
+def _deleted(sql: str, params: Sequence[Any]) -> Callable[[sqlite3.Connection], bool]:
+    """A unit of work running one DELETE; True if it removed a row."""
+
+    def work(connection: sqlite3.Connection) -> bool:
+        return connection.execute(sql, params).rowcount > 0
+
+    return work
+
+
 def _clear_outboxes(connection: sqlite3.Connection, published: Sequence[tuple[str, int]]) -> None:
     """Clear the unsent mark only where the stored version is still the published one: a newer
     version carries our messages in its own outbox, which is not sent yet."""
@@ -375,6 +384,14 @@ class SqliteStore:
             lambda c: c.execute("SELECT body FROM store_workflow_defs ORDER BY name, version").fetchall()
         )
         return [WorkflowDef.model_validate_json(body) for (body,) in rows]
+
+    async def delete_workflow_def(self, name: str, version: int) -> bool:
+        return await self._write(
+            _deleted("DELETE FROM store_workflow_defs WHERE name = ? AND version = ?", (name, version))
+        )
+
+    async def delete_task_def(self, name: str) -> bool:
+        return await self._write(_deleted("DELETE FROM store_task_defs WHERE name = ?", (name,)))
 
     async def put_task_def(self, task_def: TaskDef) -> None:
         params = (task_def.name, json.dumps(task_def.to_json_dict()))

@@ -17,6 +17,7 @@ from shared.core.expressions import evaluate_parameters
 from shared.core.retry import retry_delay_ms
 from shared.core.tasktypes import REGISTRY, ScheduleContext, TaskTypeRegistry
 from shared.core.tasktypes.simple import dispatch, response_timeout_of
+from shared.core.tasktypes.wait import TIMER_WAIT
 from shared.models.definitions import TaskDef, WorkflowDef, WorkflowTask
 from shared.models.messages import (
     DecideRequest,
@@ -251,6 +252,11 @@ class _DecisionRun:
         self.dirty = True
         if timer.purpose == TIMER_DEADLINE:
             return  # the timeouts are enforced after the events, for every decision
+        if timer.purpose == TIMER_WAIT and timer.task_id is not None:
+            waiting = self._live_task(timer.task_id)
+            if waiting is not None and not waiting.status.is_terminal and not self.state.status.is_terminal:
+                self._finish_task(waiting, TaskStatus.COMPLETED, None)
+            return
         if timer.purpose == TIMER_DISPATCH and timer.task_id is not None:
             task = self._live_task(timer.task_id)
             if task is None or task.status.is_terminal or self.state.status.is_terminal:
@@ -446,6 +452,8 @@ class _DecisionRun:
         if not task.start_time:
             task.start_time = self.now
         self._touch(task)
+        for timer in [t for t in self.state.timers.values() if t.task_id == task.task_id]:
+            self._cancel_timer(timer.timer_id)  # a callback or timed WAIT that no longer matters
 
     def _on_task_failed(
         self, task: TaskState, status: TaskStatus, reason: str | None, *, may_retry: bool = True
@@ -501,6 +509,16 @@ class _DecisionRun:
             self._arm_dispatch_timer(task, "retry", delay_ms)
         else:
             task_type.schedule(self.ctx, node, task)
+            self._after_schedule(task)
+
+    def _after_schedule(self, task: TaskState) -> None:
+        """Arm what the task type asked for; a task that could not start (a WAIT whose
+        `until` cannot be read) fails as if it had run."""
+        for timer in self.ctx.timers:
+            self._arm_timer(timer)
+        self.ctx.timers.clear()
+        if task.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR):
+            self._on_task_failed(task, task.status, task.reason_for_incompletion)
 
     def _arm_dispatch_timer(self, task: TaskState, why: str, delay_ms: int) -> None:
         timer_id = ids.timer_id(task.task_id, f"{why}-{task.dispatch_count}")

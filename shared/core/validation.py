@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.core.tasktypes import REGISTRY, TaskTypeRegistry
+from shared.core.waits import WaitSpecError, wait_ends_at
 from shared.models.definitions import (
     CONDUCTOR_TASK_TYPES,
     TASK_NAME_PATTERN,
@@ -151,12 +152,23 @@ def _task_problems(node: WorkflowTask, path: str, registry: TaskTypeRegistry) ->
     ]
     problems += [(f"{path}.{name}", _NOT_YET) for name, used in checks if used]
     if node.type == "WAIT":
-        for key in ("duration", "until"):
-            if key in node.input_parameters:
-                problems.append((f"{path}.inputParameters.{key}", "timed WAIT " + _NOT_YET))
+        problems += _wait_problems(node, path)
     if node.task_definition is not None:
         problems += task_def_problems(node.task_definition, f"{path}.taskDefinition.")
     return problems
+
+
+def _wait_problems(node: WorkflowTask, path: str) -> list[tuple[str, str]]:
+    """A literal duration/until must be readable now; an expression is checked when it runs."""
+    given = {k: v for k, v in node.input_parameters.items() if k in ("duration", "until")}
+    if len(given) == 2:
+        return [(f"{path}.inputParameters", "a WAIT takes either duration or until, not both")]
+    literal = {k: v for k, v in given.items() if not (isinstance(v, str) and "${" in v)}
+    try:
+        wait_ends_at(literal, 0)
+    except WaitSpecError as error:
+        return [(f"{path}.inputParameters.{next(iter(literal))}", str(error))]
+    return []
 
 
 def validate_workflow_def(definition: WorkflowDef, registry: TaskTypeRegistry = REGISTRY) -> None:

@@ -59,10 +59,17 @@ async def test_definitions_latest_and_by_version(store: Store) -> None:
     assert await store.get_workflow_def("w", 9) is None
     assert await store.get_workflow_def("nope") is None
     assert [d.version for d in await store.list_workflow_defs()] == [1, 2, 3]
+    assert await store.delete_workflow_def("w", 3) is True
+    assert await store.delete_workflow_def("w", 3) is False
+    latest = await store.get_workflow_def("w")
+    assert latest is not None and latest.version == 2
     await store.put_task_def(TaskDef(name="a", retry_count=7))
     await store.put_task_def(TaskDef(name="a", retry_count=5))
     found = await store.get_task_defs(["a", "missing"])
     assert list(found) == ["a"] and found["a"].retry_count == 5
+    assert await store.delete_task_def("a") is True
+    assert await store.delete_task_def("a") is False
+    assert await store.get_task_defs(["a"]) == {}
 
 
 async def test_create_is_exclusive_and_roundtrips(store: Store) -> None:

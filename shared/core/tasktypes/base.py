@@ -7,7 +7,7 @@ from typing import Protocol
 
 from shared.models.definitions import WorkflowTask
 from shared.models.messages import OutboxMessage
-from shared.models.runtime import TaskState
+from shared.models.runtime import PendingTimer, TaskState
 
 
 class UnknownTaskTypeError(KeyError):
@@ -25,6 +25,8 @@ class ScheduleContext:
 
     now: int
     outbox: list[OutboxMessage] = field(default_factory=list)
+    timers: list[PendingTimer] = field(default_factory=list)
+    """Timers a task type asks for; the decision arms them (durably) once `schedule` returns."""
 
 
 class TaskType(Protocol):
