@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,15 +113,27 @@ class TaskDispatcher:
         self._reaper: asyncio.Task[None] | None = None
 
     async def poll(
-        self, task_type: str, worker_id: str, count: int, timeout_s: float
+        self,
+        task_type: str,
+        worker_id: str,
+        count: int,
+        timeout_s: float,
+        gone: Callable[[], Awaitable[bool]] | None = None,
     ) -> list[dict[str, Any]]:
-        """Up to `count` tasks for `worker_id`, waiting up to `timeout_s` for the first one."""
+        """Up to `count` tasks for `worker_id`, waiting up to `timeout_s` for the first one.
+
+        `gone` says whether the poller hung up (its process died mid long-poll): a task is
+        never handed to a connection nobody reads, where only its response timeout would
+        bring it back."""
         loop = asyncio.get_running_loop()
         queue = await self._queue(task_type)
         deadline = loop.time() + max(timeout_s, 0.0)
         handed: list[dict[str, Any]] = []
         while True:
             queue.last_poll = loop.time()
+            if gone is not None and not handed and await gone():
+                log.info("%s poller %s hung up before a task arrived", task_type, worker_id)
+                return handed
             offers = queue.take(count - len(handed))
             if offers:
                 handed.extend(await self._hand_out(queue, offers, worker_id))

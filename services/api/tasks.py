@@ -6,7 +6,7 @@ import re
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import Field, field_validator
 
@@ -60,6 +60,7 @@ class ConductorTaskResult(CamelModel):
 @router.get("/poll/batch/{task_type}")
 async def batch_poll(
     ctx: Ctx,
+    request: Request,
     task_type: str,
     workerid: str | None = None,
     domain: str | None = None,
@@ -70,7 +71,11 @@ async def batch_poll(
     _no_domains(domain)
     _check_task_type(task_type)
     return await ctx.dispatcher.poll(
-        task_type, workerid or "http-worker", count, min(timeout, MAX_POLL_TIMEOUT_MS) / 1000
+        task_type,
+        workerid or "http-worker",
+        count,
+        min(timeout, MAX_POLL_TIMEOUT_MS) / 1000,
+        gone=request.is_disconnected,
     )
 
 
