@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel, ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.models.definitions import TaskDef, WorkflowDef
@@ -145,11 +145,14 @@ def _timer_claim_id(timer_id: str, replaces: int) -> str:
 
 
 class MongoStore:
-    def __init__(self, url: str, database: str = "cairn", timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self, url: str, database: str = "cairn", timeout_ms: int = 30_000, **client_options: Any
+    ) -> None:
         # A bound on every operation: a request the server never answers fails (and the batch is
-        # retried) instead of wedging a consumer forever.
+        # retried) instead of wedging a consumer forever. `client_options` go to PyMongo as they
+        # are (event listeners in tests, TLS settings not expressible in the URL).
         self._client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-            url, tz_aware=True, timeoutMS=timeout_ms
+            url, tz_aware=True, timeoutMS=timeout_ms, **client_options
         )
         db = self._client[database]
         self._workflows = db["workflows"]
@@ -168,21 +171,39 @@ class MongoStore:
         info = await self._client.admin.command("buildInfo")
         # FerretDB 1.x runs conditional updates as read-then-write: neither atomic nor indexed.
         self._atomic_updates = "ferretdbVersion" not in info
+        await self._ensure_indexes()
+
+    async def _ensure_indexes(self) -> None:
+        """Create the indexes that are missing, and only those.
+
+        Why not just create_index every time (it is idempotent): FerretDB 1.x's SQLite backend
+        takes a global lock for createIndexes even when the index exists, then waits for the
+        database's write lock — while a writer of that database holding the write lock waits for
+        the global lock. A service restarted while others write deadlocked the whole server
+        (seen in the failure-matrix tests; goroutine dump in docs/semantics.md). Reading the
+        index list takes neither."""
         # Equality filters first, then updatedAt: list_workflows (newest first) and the sweeper.
-        await self._workflows.create_index([("updatedAt", DESCENDING)])
-        await self._workflows.create_index([("status", ASCENDING), ("updatedAt", ASCENDING)])
-        await self._workflows.create_index([("name", ASCENDING), ("updatedAt", DESCENDING)])
-        await self._workflows.create_index(
-            [("name", ASCENDING), ("status", ASCENDING), ("updatedAt", DESCENDING)]
-        )
-        await self._workflows.create_index([("taskIds", ASCENDING)])
-        await self._commits.create_index([("workflowId", ASCENDING), ("version", DESCENDING)])
-        await self._commits.create_index([("updatedAt", ASCENDING)])
-        await self._outbox_pending.create_index([("since", ASCENDING)])
-        await self._tasks.create_index([("workflowInstanceId", ASCENDING), ("seq", ASCENDING)])
-        await self._timers.create_index([("fireAt", ASCENDING)])
-        await self._timer_claims.create_index([("timerId", ASCENDING)])
-        await self._workflow_defs.create_index([("name", ASCENDING), ("version", DESCENDING)])
+        wanted: dict[Any, list[list[tuple[str, int]]]] = {
+            self._workflows: [
+                [("updatedAt", DESCENDING)],
+                [("status", ASCENDING), ("updatedAt", ASCENDING)],
+                [("name", ASCENDING), ("updatedAt", DESCENDING)],
+                [("name", ASCENDING), ("status", ASCENDING), ("updatedAt", DESCENDING)],
+                [("taskIds", ASCENDING)],
+            ],
+            self._commits: [[("workflowId", ASCENDING), ("version", DESCENDING)], [("updatedAt", ASCENDING)]],
+            self._outbox_pending: [[("since", ASCENDING)]],
+            self._tasks: [[("workflowInstanceId", ASCENDING), ("seq", ASCENDING)]],
+            self._timers: [[("fireAt", ASCENDING)]],
+            self._timer_claims: [[("timerId", ASCENDING)]],
+            self._workflow_defs: [[("name", ASCENDING), ("version", DESCENDING)]],
+        }
+        for collection, key_lists in wanted.items():
+            existing = set(await collection.index_information())
+            missing = [IndexModel(keys) for keys in key_lists]
+            missing = [model for model in missing if model.document["name"] not in existing]
+            if missing:
+                await collection.create_indexes(missing)
 
     async def close(self) -> None:
         await self._client.close()

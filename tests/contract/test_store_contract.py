@@ -505,3 +505,34 @@ async def test_claim_task_exclusive_across_processes(store: Store, fresh_store: 
             )
         )
         assert sum(expired) == 1, f"trial {trial}: {sum(expired)} claimers won after expiry"
+
+
+async def test_mongo_reopen_creates_no_index(mongo_url: str, unique: str) -> None:
+    """A service (re)starting on an existing database only reads the index list: on FerretDB 1.x
+    a createIndexes racing other writers of the database deadlocked the whole server."""
+    from pymongo import monitoring
+
+    from shared.adapters.mongo_store import MongoStore
+
+    class Commands(monitoring.CommandListener):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            self.names.append(event.command_name)
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None: ...
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None: ...
+
+    database = f"cairn_reopen_{unique}"
+    first_commands, second_commands = Commands(), Commands()
+    first = MongoStore(mongo_url, database, event_listeners=[first_commands])
+    await first.open()
+    assert "createIndexes" in first_commands.names, "a new database gets its indexes"
+    second = MongoStore(mongo_url, database, event_listeners=[second_commands])
+    await second.open()
+    assert "listIndexes" in second_commands.names and "createIndexes" not in second_commands.names
+    await first.close()
+    await second._client.drop_database(database)
+    await second.close()
