@@ -52,8 +52,49 @@ TIMER_CLAIM_RETENTION_MS = 10 * 60 * 1000
 TIMER_CLAIM_PRUNE_BATCH = 10_000
 
 
+# Fields holding user data (inputs, outputs, definitions' parameters) are stored as JSON text.
+# User keys may contain "." or start with "$", which MongoDB restricts and FerretDB 1.x refuses
+# outright: a worker returning {"a.b": 1} made every commit of its workflow fail, redelivering
+# the decider's batch forever. Nothing filters inside these fields; queries use top-level copies.
+_OPAQUE_WORKFLOW_FIELDS = ("state", "outbox")
+_OPAQUE_TASK_FIELDS = ("inputData", "outputData")
+
+
+def _to_opaque(data: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    for name in fields:
+        if name in data:
+            data[name] = json.dumps(data[name], separators=(",", ":"))
+    return data
+
+
+def _from_opaque(data: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    for name in fields:
+        if isinstance(data.get(name), str):
+            data[name] = json.loads(data[name])
+    return data
+
+
+def _definition_to_mongo(key: str, definition: WorkflowDef | TaskDef) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "_id": key,
+        "name": definition.name,
+        "body": json.dumps(definition.to_json_dict()),
+    }
+    if isinstance(definition, WorkflowDef):
+        data["version"] = definition.version
+    return data
+
+
+def _definition_body(data: dict[str, Any]) -> dict[str, Any]:
+    if "body" not in data:  # written before definitions were stored as JSON text
+        return {k: v for k, v in data.items() if k != "_id"}
+    body: dict[str, Any] = json.loads(data["body"])
+    return body
+
+
 def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> dict[str, Any]:
     data = document.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"definition"})
+    _to_opaque(data, _OPAQUE_WORKFLOW_FIELDS)
     data["_id"] = document.workflow_id
     data["snapshotId"] = snapshot_id
     # Top-level copies of what queries filter on; the nested state stays the source of truth.
@@ -64,9 +105,13 @@ def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> d
 
 
 def _task_to_mongo(task: TaskState) -> dict[str, Any]:
-    data = task.model_dump(by_alias=True, mode="json")
+    data = _to_opaque(task.model_dump(by_alias=True, mode="json"), _OPAQUE_TASK_FIELDS)
     data["_id"] = task.task_id
     return data
+
+
+def _task_from_mongo(data: dict[str, Any]) -> TaskState:
+    return TaskState.model_validate(_from_opaque(data, _OPAQUE_TASK_FIELDS))
 
 
 async def _insert_all(collection: Any, documents: list[dict[str, Any]]) -> list[bool]:
@@ -115,7 +160,7 @@ class SnapshotCache:
             body = definition.to_json_dict()
             snapshot_id = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
             if snapshot_id not in self._by_id:
-                new[snapshot_id] = {"_id": snapshot_id, "definition": body}
+                new[snapshot_id] = {"_id": snapshot_id, "definition": json.dumps(body)}
             seen.append((snapshot_id, definition))
             ids.append(snapshot_id)
         await _insert_all(self._collection, list(new.values()))  # duplicates: stored before
@@ -130,7 +175,12 @@ class SnapshotCache:
             data = await self._collection.find_one({"_id": snapshot_id})
             if data is None:
                 raise LookupError(f"definition snapshot {snapshot_id} is missing from the store")
-            definition = WorkflowDef.model_validate(data["definition"])
+            stored = data["definition"]  # JSON text; a sub-document when written by older versions
+            definition = (
+                WorkflowDef.model_validate_json(stored)
+                if isinstance(stored, str)
+                else WorkflowDef.model_validate(stored)
+            )
             self._remember(snapshot_id, definition)
         self._by_id.move_to_end(snapshot_id)
         return definition
@@ -211,8 +261,7 @@ class MongoStore:
     # ---- definitions ----
 
     async def put_workflow_def(self, definition: WorkflowDef) -> None:
-        data = definition.to_json_dict()
-        data["_id"] = f"{definition.name}:{definition.version}"
+        data = _definition_to_mongo(f"{definition.name}:{definition.version}", definition)
         await self._workflow_defs.replace_one({"_id": data["_id"]}, data, upsert=True)
 
     async def get_workflow_def(self, name: str, version: int | None = None) -> WorkflowDef | None:
@@ -220,16 +269,12 @@ class MongoStore:
         if version is not None:
             query["version"] = version
         data = await self._workflow_defs.find_one(query, sort=[("version", DESCENDING)])
-        if data is None:
-            return None
-        data.pop("_id", None)
-        return WorkflowDef.model_validate(data)
+        return None if data is None else WorkflowDef.model_validate(_definition_body(data))
 
     async def list_workflow_defs(self) -> list[WorkflowDef]:
         found = []
         async for data in self._workflow_defs.find({}, sort=[("name", ASCENDING), ("version", ASCENDING)]):
-            data.pop("_id", None)
-            found.append(WorkflowDef.model_validate(data))
+            found.append(WorkflowDef.model_validate(_definition_body(data)))
         return found
 
     async def delete_workflow_def(self, name: str, version: int) -> bool:
@@ -241,15 +286,13 @@ class MongoStore:
         return result.deleted_count > 0
 
     async def put_task_def(self, task_def: TaskDef) -> None:
-        data = task_def.to_json_dict()
-        data["_id"] = task_def.name
+        data = _definition_to_mongo(task_def.name, task_def)
         await self._task_defs.replace_one({"_id": task_def.name}, data, upsert=True)
 
     async def get_task_defs(self, names: Sequence[str]) -> dict[str, TaskDef]:
         found = {}
         async for data in self._task_defs.find({"_id": {"$in": list(names)}}):
-            data.pop("_id", None)
-            task_def = TaskDef.model_validate(data)
+            task_def = TaskDef.model_validate(_definition_body(data))
             found[task_def.name] = task_def
         return found
 
@@ -298,7 +341,7 @@ class MongoStore:
     async def _from_mongo(self, data: dict[str, Any], unsent: set[tuple[str, int]]) -> WorkflowDocument:
         if (data["_id"], data["version"]) not in unsent:
             data["outbox"] = []  # published already
-        document = WorkflowDocument.model_validate(data)
+        document = WorkflowDocument.model_validate(_from_opaque(data, _OPAQUE_WORKFLOW_FIELDS))
         if data.get("snapshotId"):
             document.definition = await self._snapshots.get(data["snapshotId"])
         return document
@@ -473,11 +516,11 @@ class MongoStore:
 
     async def get_task(self, task_id: str) -> TaskState | None:
         data = await self._tasks.find_one({"_id": task_id})
-        return None if data is None else TaskState.model_validate(data)
+        return None if data is None else _task_from_mongo(data)
 
     async def list_tasks(self, workflow_id: str) -> list[TaskState]:
         cursor = self._tasks.find({"workflowInstanceId": workflow_id}, sort=[("seq", ASCENDING)])
-        return [TaskState.model_validate(data) async for data in cursor]
+        return [_task_from_mongo(data) async for data in cursor]
 
     async def claim_task(self, task_id: str, worker_id: str, now: int, lease_ms: int) -> bool:
         """A claim is the insert of `<taskId>@<claimUntil of the claim it replaces>` (`@0` for

@@ -536,3 +536,33 @@ async def test_mongo_reopen_creates_no_index(mongo_url: str, unique: str) -> Non
     await first.close()
     await second._client.drop_database(database)
     await second.close()
+
+
+async def test_user_keys_with_dots_and_dollars_round_trip(store: Store) -> None:
+    """Inputs, outputs and definitions are the user's: keys such as "a.b" or "$x" are kept as
+    they are (FerretDB refuses them as field names; before, every commit of such a workflow
+    failed and its decider batch came back forever)."""
+    odd = {"a.b": 1, "$x": {"c.d": [1, {"$e": 2}]}, "conductor.failure_workflow": "wf-f"}
+    done = task("odd-1", 1, "wf-odd", status=TaskStatus.COMPLETED).model_copy(
+        update={"input_data": odd, "output_data": odd}
+    )
+    doc = document("wf-odd", input=odd, output=odd, variables=odd, timers={}, tasks={"r1": done})
+    assert await create(store, doc)
+    await store.upsert_tasks([done])
+    loaded = await store.load_workflow("wf-odd")
+    assert loaded is not None and loaded.state.output == odd and loaded.state.tasks["r1"].output_data == odd
+    stored = await store.get_task("odd-1")
+    assert stored is not None and stored.input_data == odd and stored.output_data == odd
+    definition = WorkflowDef.model_validate(
+        {
+            "name": "odd",
+            "tasks": [
+                {"name": "a", "taskReferenceName": "a", "inputParameters": {"x.y": "${workflow.input.a}"}}
+            ],
+            "outputParameters": {"$out.put": "${a.output}"},
+        }
+    )
+    await store.put_workflow_def(definition)
+    assert await store.get_workflow_def("odd") == definition
+    await store.put_task_def(TaskDef(name="odd", input_template={"k.ey": 1}))
+    assert (await store.get_task_defs(["odd"]))["odd"].input_template == {"k.ey": 1}
