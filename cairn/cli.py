@@ -182,6 +182,14 @@ def worker_command(
         int | None, typer.Option(help="Tasks run at once (CAIRN_WORKER_CONCURRENCY).")
     ] = None,
     server: ServerOption = None,
+    heartbeat: Annotated[
+        bool,
+        typer.Option(
+            "--heartbeat/--no-heartbeat",
+            help="Report running tasks IN_PROGRESS every responseTimeoutSeconds/3 (default on); "
+            "off leaves only cairn.heartbeat() calls.",
+        ),
+    ] = True,
 ) -> None:
     """Run the @worker functions of a module: over HTTP against a Cairn api (`cairn dev`, or
     --server/CAIRN_SERVER), or on Kafka when CAIRN_KAFKA_BOOTSTRAP is set and no server is."""
@@ -200,13 +208,14 @@ def worker_command(
             from cairn.http_worker import HttpWorkerRunner
 
             err.print(f"running workers for: {types} (polling {http_server})")
-            await HttpWorkerRunner(http_server, workers, limit).run(stop)
+            await HttpWorkerRunner(http_server, workers, limit, auto_heartbeat=heartbeat).run(stop)
         else:
             from cairn.worker import WorkerRunner
             from services.common import kafka_bus
 
             err.print(f"running workers for: {types} (Kafka {settings.kafka_bootstrap})")
-            await WorkerRunner(kafka_bus(settings, "cairn-worker"), settings.topics, workers, limit).run(stop)
+            bus = kafka_bus(settings, "cairn-worker")
+            await WorkerRunner(bus, settings.topics, workers, limit, auto_heartbeat=heartbeat).run(stop)
 
     run_service("worker", main, settings)
 

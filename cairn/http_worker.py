@@ -6,6 +6,10 @@ Each task type has one poll loop that asks for as many tasks as it has free slot
 never holds tasks it cannot start. A result that cannot be delivered is retried with backoff; a
 409 means the execution is no longer current (timed out, retried, workflow ended): the result is
 dropped, as it would be by the decider.
+
+While a function runs, the task is reported IN_PROGRESS (`POST /api/tasks`) every
+`heartbeat_interval(responseTimeoutSeconds)` seconds and on each `heartbeat()` call, so the api's
+responseTimeoutSeconds (counted from the poll) only times out tasks whose worker went silent.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import os
 import socket
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -29,6 +34,7 @@ tracer = telemetry.tracer("cairn.worker")
 
 LONG_POLL_MS = 5_000
 RESULT_ATTEMPTS = 8
+HEARTBEAT_TIMEOUT_S = 5.0
 
 
 def task_from_conductor(body: dict[str, Any]) -> TaskMessage:
@@ -64,6 +70,9 @@ def result_to_conductor(result: TaskResult) -> dict[str, Any]:
 
 
 class HttpWorkerRunner:
+    """Runs up to `concurrency` tasks of each worker's type at once; `auto_heartbeat=False`
+    leaves only the heartbeats the functions ask for with `heartbeat()`."""
+
     def __init__(
         self,
         server: str,
@@ -71,6 +80,7 @@ class HttpWorkerRunner:
         concurrency: int = 10,
         worker_id: str | None = None,
         long_poll_ms: int = LONG_POLL_MS,
+        auto_heartbeat: bool = True,
     ) -> None:
         self.server = server.rstrip("/")
         self.workers = list(workers if workers is not None else registered_workers())
@@ -79,15 +89,24 @@ class HttpWorkerRunner:
         self.concurrency = concurrency
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.long_poll_ms = long_poll_ms
+        self.auto_heartbeat = auto_heartbeat
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll until `stop` is set, then finish in-flight tasks, report them, and return."""
         timeout = httpx.Timeout(10.0, read=self.long_poll_ms / 1000 + 10.0)
         transport = httpx.AsyncHTTPTransport(retries=3)  # connection errors only
-        async with httpx.AsyncClient(base_url=self.server, timeout=timeout, transport=transport) as client:
-            await asyncio.gather(*(self._poll_loop(client, spec, stop) for spec in self.workers))
+        threads = ThreadPoolExecutor(self.concurrency * len(self.workers), thread_name_prefix="cairn-worker")
+        try:
+            async with httpx.AsyncClient(
+                base_url=self.server, timeout=timeout, transport=transport
+            ) as client:
+                await asyncio.gather(*(self._poll_loop(client, spec, stop, threads) for spec in self.workers))
+        finally:
+            threads.shutdown(wait=False)
 
-    async def _poll_loop(self, client: httpx.AsyncClient, spec: WorkerSpec, stop: asyncio.Event) -> None:
+    async def _poll_loop(
+        self, client: httpx.AsyncClient, spec: WorkerSpec, stop: asyncio.Event, threads: ThreadPoolExecutor
+    ) -> None:
         slots = asyncio.Semaphore(self.concurrency)
         running: set[asyncio.Task[None]] = set()
         failures = 0
@@ -109,7 +128,7 @@ class HttpWorkerRunner:
             for _ in range(free - len(tasks)):
                 slots.release()
             for body in tasks:
-                job = asyncio.create_task(self._run_one(client, spec, body, slots))
+                job = asyncio.create_task(self._run_one(client, spec, body, slots, threads))
                 running.add(job)
                 job.add_done_callback(running.discard)
         if running:
@@ -141,7 +160,12 @@ class HttpWorkerRunner:
         return tasks
 
     async def _run_one(
-        self, client: httpx.AsyncClient, spec: WorkerSpec, body: dict[str, Any], slots: asyncio.Semaphore
+        self,
+        client: httpx.AsyncClient,
+        spec: WorkerSpec,
+        body: dict[str, Any],
+        slots: asyncio.Semaphore,
+        threads: ThreadPoolExecutor,
     ) -> None:
         try:
             task = task_from_conductor(body)
@@ -150,12 +174,31 @@ class HttpWorkerRunner:
                 kind=trace.SpanKind.CONSUMER,
                 attributes={"cairn.workflow_id": task.workflow_instance_id, "cairn.task_id": task.task_id},
             ):
-                result = await execute(spec, task, self.worker_id)
+                result = await execute(
+                    spec,
+                    task,
+                    self.worker_id,
+                    send_heartbeat=lambda beat: self._send_heartbeat(client, beat),
+                    auto_heartbeat=self.auto_heartbeat,
+                    executor=threads,
+                )
             await self._report(client, result)
         except Exception:
             log.exception("task %s could not be run or reported", body.get("taskId"))
         finally:
             slots.release()
+
+    async def _send_heartbeat(self, client: httpx.AsyncClient, beat: TaskResult) -> bool:
+        """One attempt, no retries: the next beat is the retry. False on 409 (the execution timed
+        out, was retried, or its workflow ended), which stops the beats for it."""
+        response = await client.post(
+            "/api/tasks", json=result_to_conductor(beat), timeout=HEARTBEAT_TIMEOUT_S
+        )
+        if response.status_code == 409:
+            log.info("task %s is no longer current; heartbeats stopped: %s", beat.task_id, response.text)
+            return False
+        response.raise_for_status()
+        return True
 
     async def _report(self, client: httpx.AsyncClient, result: TaskResult) -> None:
         for attempt in range(RESULT_ATTEMPTS):
