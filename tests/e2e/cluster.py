@@ -163,3 +163,9 @@ class Cluster:
     async def count_completed(self, workflow_ids: list[str]) -> int:
         documents = await self.store.load_workflows(workflow_ids)
         return sum(d.state.status is WorkflowStatus.COMPLETED for d in documents.values())
+
+
+def assert_stopped_cleanly(codes: dict[str, int | None], diagnostics: Callable[[], str]) -> None:
+    """Every process asked to stop with SIGTERM exited 0 (None: it had been killed on purpose)."""
+    unclean = {name: code for name, code in codes.items() if code not in (0, None)}
+    assert not unclean, f"processes did not stop cleanly on SIGTERM: {unclean}\n{diagnostics()}"

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import Cluster, assert_stopped_cleanly
 
 
 @pytest.fixture
@@ -13,6 +13,4 @@ async def cluster(
     cluster = Cluster(kafka_bootstrap, mongo_url, unique, tmp_path)
     await cluster.start()
     yield cluster
-    codes = await cluster.stop()
-    unclean = {name: code for name, code in codes.items() if code not in (0, None)}
-    assert not unclean, f"services did not stop cleanly on SIGTERM: {unclean}\n{cluster.diagnostics()}"
+    assert_stopped_cleanly(await cluster.stop(), cluster.diagnostics)
