@@ -286,6 +286,31 @@ def test_retry_delay_logic(logic: str, delays: list[int]) -> None:
     assert [retry_delay_seconds(td, n) for n in (1, 2, 3)] == delays
 
 
+@pytest.mark.parametrize(
+    ("logic", "delays"),
+    [("FIXED", [45, 45, 45]), ("EXPONENTIAL_BACKOFF", [10, 20, 25, 25]), ("LINEAR_BACKOFF", [20, 25, 25])],
+)
+def test_max_retry_delay_caps_every_logic(logic: str, delays: list[int]) -> None:
+    from shared.core.retry import retry_delay_seconds
+    from shared.models.definitions import TaskDef
+
+    base = 45 if logic == "FIXED" else 10
+    td = TaskDef(
+        name="t", retryLogic=logic, retryDelaySeconds=base, backoffScaleFactor=2, maxRetryDelaySeconds=25
+    )
+    expected = [min(d, 25) for d in delays]
+    assert [retry_delay_seconds(td, n) for n in range(1, len(delays) + 1)] == expected
+
+
+def test_conductor_retry_defaults_apply_when_the_task_def_is_silent() -> None:
+    from shared.core.retry import retry_delay_ms
+    from shared.models.definitions import TaskDef
+
+    td = TaskDef(name="t")
+    assert (td.retry_count, td.retry_logic.value, td.retry_delay_seconds) == (3, "FIXED", 60)
+    assert [retry_delay_ms(td, n, "seed") for n in (1, 2, 3)] == [60_000, 60_000, 60_000]
+
+
 def look_again(definition: WorkflowDef, d: object, at: int) -> object:
     return decide(definition, d.state, [DecideRequest(id=f"look-{at}", workflow_id="wf-1")], at)  # type: ignore[attr-defined]
 
