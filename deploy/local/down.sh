@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stop what deploy/local/up.sh started (the PIDs recorded in its state file),
+# Stop what deploy/local/up.sh started (the PIDs recorded in its state file:
+# both servers, or only the one a CAIRN_LOCAL_ONLY=kafka|ferretdb run started),
 # remove the per-run data directory it created, and remove the state file.
 # Safe to run more than once.
 #

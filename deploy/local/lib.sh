@@ -71,11 +71,12 @@ stop_pid() {
     log "WARNING: $name (pid $pid) still alive after SIGKILL"
 }
 
-# stop_from_state FILE: stop the processes recorded in FILE, remove the data
-# directory if up.sh created it, then remove FILE.
+# stop_from_state FILE: stop the processes recorded in FILE (both servers, or the one
+# a CAIRN_LOCAL_ONLY run recorded), remove the data directory if up.sh created it,
+# then remove FILE.
 stop_from_state() {
     local file="$1"
-    local KAFKA_PID="" MONGO_PID="" DATA_DIR="" DATA_DIR_OWNED=0
+    local KAFKA_PID="" MONGO_PID="" DATA_DIR="" DATA_DIR_OWNED=0 ONLY=""
     [[ -f "$file" ]] || return 0
     # shellcheck disable=SC1090
     source "$file"

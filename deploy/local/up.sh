@@ -5,10 +5,14 @@
 #
 # Usage:   eval "$(bash deploy/local/up.sh)"
 # Stdout:  exactly two `export ...` lines (CAIRN_KAFKA_BOOTSTRAP, CAIRN_MONGO_URL);
-#          all progress goes to stderr.
-# Stop:    bash deploy/local/down.sh
+#          all progress goes to stderr. With CAIRN_LOCAL_ONLY, only that server's line.
+# Stop:    bash deploy/local/down.sh (stops what the state file records)
 #
 # Environment (all optional):
+#   CAIRN_LOCAL_ONLY              kafka | ferretdb: start only that server and record only it
+#                                 in the state file, so each can be stopped and restarted on
+#                                 its own (give each its own CAIRN_LOCAL_STATE, the same
+#                                 CAIRN_LOCAL_DATA_DIR and fixed ports to restart it in place)
 #   CAIRN_LOCAL_KAFKA_PORT        Kafka client port          (default: a free port)
 #   CAIRN_LOCAL_CONTROLLER_PORT   Kafka KRaft controller port (default: a free port)
 #   CAIRN_LOCAL_MONGO_PORT        FerretDB port              (default: a free port)
@@ -26,6 +30,13 @@ set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 TIMEOUT="${CAIRN_LOCAL_TIMEOUT:-90}"
+ONLY_SERVER="${CAIRN_LOCAL_ONLY:-}"
+case "$ONLY_SERVER" in
+    "") WANT_KAFKA=1 WANT_MONGO=1 ;;
+    kafka) WANT_KAFKA=1 WANT_MONGO=0 ;;
+    ferretdb) WANT_KAFKA=0 WANT_MONGO=1 ;;
+    *) die "CAIRN_LOCAL_ONLY must be kafka or ferretdb (or unset for both), not '$ONLY_SERVER'" ;;
+esac
 
 # ---------------------------------------------------------------- install ---
 
@@ -113,7 +124,11 @@ install_ferretdb_locked() {
 
 install_all() {
     mkdir -p "$CAIRN_CACHE"
-    if [[ ! -f "$KAFKA_HOME/.complete" && ! -x "$FERRETDB_BIN" ]]; then
+    if ((WANT_KAFKA == 0)); then
+        with_lock "$CAIRN_CACHE/.install-ferretdb.lock" install_ferretdb_locked
+    elif ((WANT_MONGO == 0)); then
+        with_lock "$CAIRN_CACHE/.install-kafka.lock" install_kafka_locked
+    elif [[ ! -f "$KAFKA_HOME/.complete" && ! -x "$FERRETDB_BIN" ]]; then
         # both missing: fetch them in parallel
         with_lock "$CAIRN_CACHE/.install-kafka.lock" install_kafka_locked &
         local kpid=$!
@@ -163,6 +178,15 @@ EOF
 }
 
 # ------------------------------------------------------------- readiness ---
+
+# keep_old_log FILE: a server restarted on a kept data dir starts a fresh log; the previous
+# one is kept as FILE.1, FILE.2, ... (readiness looks for a line of the new one).
+keep_old_log() {
+    local file="$1" n=1
+    [[ -s "$file" ]] || return 0
+    while [[ -e "$file.$n" ]]; do n=$((n + 1)); done
+    mv -f -- "$file" "$file.$n"
+}
 
 show_log_tail() {
     local name="$1" file="$2"
@@ -260,20 +284,27 @@ start_all() {
         stop_from_state "$STATE_FILE"
     fi
 
-    command -v java >/dev/null 2>&1 || die "java not found (Kafka $KAFKA_VERSION needs Java 17+)"
+    if ((WANT_KAFKA == 1)); then
+        command -v java >/dev/null 2>&1 || die "java not found (Kafka $KAFKA_VERSION needs Java 17+)"
+    fi
     install_all
 
     local -a ports
     mapfile -t ports < <(free_ports 3)
-    KAFKA_PORT="${CAIRN_LOCAL_KAFKA_PORT:-${ports[0]}}"
-    CONTROLLER_PORT="${CAIRN_LOCAL_CONTROLLER_PORT:-${ports[1]}}"
-    MONGO_PORT="${CAIRN_LOCAL_MONGO_PORT:-${ports[2]}}"
+    KAFKA_PORT="" CONTROLLER_PORT="" MONGO_PORT=""
+    if ((WANT_KAFKA == 1)); then
+        KAFKA_PORT="${CAIRN_LOCAL_KAFKA_PORT:-${ports[0]}}"
+        CONTROLLER_PORT="${CAIRN_LOCAL_CONTROLLER_PORT:-${ports[1]}}"
+    fi
+    if ((WANT_MONGO == 1)); then
+        MONGO_PORT="${CAIRN_LOCAL_MONGO_PORT:-${ports[2]}}"
+    fi
     local p
-    for p in "$KAFKA_PORT" "$CONTROLLER_PORT" "$MONGO_PORT"; do
+    for p in $KAFKA_PORT $CONTROLLER_PORT $MONGO_PORT; do
         [[ "$p" =~ ^[0-9]+$ ]] || die "bad port '$p'"
         ! port_in_use "$p" || die "port $p on 127.0.0.1 is already in use"
     done
-    [[ "$KAFKA_PORT" != "$CONTROLLER_PORT" && "$KAFKA_PORT" != "$MONGO_PORT" && "$CONTROLLER_PORT" != "$MONGO_PORT" ]] \
+    [[ -z "$KAFKA_PORT" || ("$KAFKA_PORT" != "$CONTROLLER_PORT" && "$KAFKA_PORT" != "$MONGO_PORT" && "$CONTROLLER_PORT" != "$MONGO_PORT") ]] \
         || die "Kafka, controller and FerretDB ports must differ"
 
     mkdir -p "$RUN_DIR"
@@ -287,26 +318,31 @@ start_all() {
         DATA_DIR_OWNED=1
     fi
     mkdir -p "$DATA_DIR/kafka" "$DATA_DIR/ferretdb"
-    KAFKA_LOG="$DATA_DIR/kafka.log"
-    MONGO_LOG="$DATA_DIR/ferretdb.log"
+    KAFKA_LOG="" MONGO_LOG=""
 
     # --- FerretDB (SQLite backend). _txlock=immediate: writers take the lock when their transaction
     # begins, so concurrent writers queue instead of failing with SQLITE_BUSY on upgrade.
-    log "starting FerretDB $FERRETDB_VERSION on 127.0.0.1:$MONGO_PORT"
-    nohup "$FERRETDB_BIN" \
-        --handler=sqlite \
-        --sqlite-url="file:$DATA_DIR/ferretdb/?_txlock=immediate" \
-        --state-dir="$DATA_DIR/ferretdb" \
-        --listen-addr="127.0.0.1:$MONGO_PORT" \
-        --debug-addr=- \
-        --telemetry=disable \
-        --log-level=warn \
-        </dev/null >"$MONGO_LOG" 2>&1 9>&- &
-    STARTED_MONGO_PID=$!
+    if ((WANT_MONGO == 1)); then
+        MONGO_LOG="$DATA_DIR/ferretdb.log"
+        keep_old_log "$MONGO_LOG"
+        log "starting FerretDB $FERRETDB_VERSION on 127.0.0.1:$MONGO_PORT"
+        nohup "$FERRETDB_BIN" \
+            --handler=sqlite \
+            --sqlite-url="file:$DATA_DIR/ferretdb/?_txlock=immediate" \
+            --state-dir="$DATA_DIR/ferretdb" \
+            --listen-addr="127.0.0.1:$MONGO_PORT" \
+            --debug-addr=- \
+            --telemetry=disable \
+            --log-level=warn \
+            </dev/null >"$MONGO_LOG" 2>&1 9>&- &
+        STARTED_MONGO_PID=$!
+    fi
 
     # --- Kafka (KRaft combined broker+controller, static single-voter quorum)
-    local props="$DATA_DIR/server.properties"
-    cat >"$props" <<EOF
+    if ((WANT_KAFKA == 1)); then
+        KAFKA_LOG="$DATA_DIR/kafka.log"
+        local props="$DATA_DIR/server.properties"
+        cat >"$props" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
@@ -330,37 +366,40 @@ num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
 EOF
-    if [[ ! -f "$DATA_DIR/kafka/meta.properties" ]]; then
-        local cluster_id
-        # --cluster-id=VALUE, not "-t VALUE": a random id may start with "-" and read as an option.
-        if command -v python3 >/dev/null 2>&1; then
-            cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
-        else
-            cluster_id="$(kafka_cli kafka.tools.StorageTool random-uuid)"
+        if [[ ! -f "$DATA_DIR/kafka/meta.properties" ]]; then
+            local cluster_id
+            # --cluster-id=VALUE, not "-t VALUE": a random id may start with "-" and read as an option.
+            if command -v python3 >/dev/null 2>&1; then
+                cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+            else
+                cluster_id="$(kafka_cli kafka.tools.StorageTool random-uuid)"
+            fi
+            log "formatting Kafka storage in $DATA_DIR/kafka (cluster id $cluster_id)"
+            if ! kafka_cli kafka.tools.StorageTool format --ignore-formatted \
+                    "--cluster-id=$cluster_id" -c "$props" >"$DATA_DIR/kafka-format.log" 2>&1; then
+                show_log_tail "kafka-storage-format" "$DATA_DIR/kafka-format.log"
+                die "kafka storage format failed"
+            fi
         fi
-        log "formatting Kafka storage in $DATA_DIR/kafka (cluster id $cluster_id)"
-        if ! kafka_cli kafka.tools.StorageTool format --ignore-formatted \
-                "--cluster-id=$cluster_id" -c "$props" >"$DATA_DIR/kafka-format.log" 2>&1; then
-            show_log_tail "kafka-storage-format" "$DATA_DIR/kafka-format.log"
-            die "kafka storage format failed"
-        fi
+
+        keep_old_log "$KAFKA_LOG"
+        log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller 127.0.0.1:$CONTROLLER_PORT)"
+        # shellcheck disable=SC2086  # heap options are meant to be word-split
+        nohup java ${CAIRN_LOCAL_KAFKA_HEAP:--Xms128m -Xmx512m} \
+            -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+            -Djava.awt.headless=true \
+            -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.properties" \
+            -Dkafka.logs.dir="$DATA_DIR" \
+            -cp "$KAFKA_LIBS/*" kafka.Kafka "$props" \
+            </dev/null >"$KAFKA_LOG" 2>&1 9>&- &
+        STARTED_KAFKA_PID=$!
     fi
 
-    log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller 127.0.0.1:$CONTROLLER_PORT)"
-    # shellcheck disable=SC2086  # heap options are meant to be word-split
-    nohup java ${CAIRN_LOCAL_KAFKA_HEAP:--Xms128m -Xmx512m} \
-        -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
-        -Djava.awt.headless=true \
-        -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.properties" \
-        -Dkafka.logs.dir="$DATA_DIR" \
-        -cp "$KAFKA_LIBS/*" kafka.Kafka "$props" \
-        </dev/null >"$KAFKA_LOG" 2>&1 9>&- &
-    STARTED_KAFKA_PID=$!
-
-    KAFKA_BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
-    MONGO_URL="mongodb://127.0.0.1:$MONGO_PORT/"
+    KAFKA_BOOTSTRAP="${KAFKA_PORT:+127.0.0.1:$KAFKA_PORT}"
+    MONGO_URL="${MONGO_PORT:+mongodb://127.0.0.1:$MONGO_PORT/}"
     {
         printf '# written by deploy/local/up.sh at %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        printf 'ONLY=%q\n' "$ONLY_SERVER"
         printf 'KAFKA_PID=%q\n' "$STARTED_KAFKA_PID"
         printf 'MONGO_PID=%q\n' "$STARTED_MONGO_PID"
         printf 'KAFKA_PORT=%q\n' "$KAFKA_PORT"
@@ -375,8 +414,8 @@ EOF
     } >"$STATE_FILE.tmp"
     mv -f "$STATE_FILE.tmp" "$STATE_FILE"
 
-    # --- wait for both to answer at protocol level
-    local deadline=$((SECONDS + TIMEOUT)) kafka_ok=0 mongo_ok=0
+    # --- wait for what was started to answer at protocol level
+    local deadline=$((SECONDS + TIMEOUT)) kafka_ok=$((1 - WANT_KAFKA)) mongo_ok=$((1 - WANT_MONGO))
     while ((kafka_ok == 0 || mongo_ok == 0)); do
         if ((kafka_ok == 0)); then
             pid_matches "$STARTED_KAFKA_PID" "kafka.Kafka" || { show_log_tail Kafka "$KAFKA_LOG"; die "Kafka exited during startup"; }
@@ -402,8 +441,12 @@ EOF
     else
         log "state: $STATE_FILE (stop with: bash $CAIRN_LOCAL_DIR/down.sh)"
     fi
-    printf 'export CAIRN_KAFKA_BOOTSTRAP=%s\n' "$KAFKA_BOOTSTRAP"
-    printf 'export CAIRN_MONGO_URL=%s\n' "$MONGO_URL"
+    if ((WANT_KAFKA == 1)); then
+        printf 'export CAIRN_KAFKA_BOOTSTRAP=%s\n' "$KAFKA_BOOTSTRAP"
+    fi
+    if ((WANT_MONGO == 1)); then
+        printf 'export CAIRN_MONGO_URL=%s\n' "$MONGO_URL"
+    fi
 }
 
 mkdir -p "$(dirname "$STATE_FILE")"
