@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
+from pymongo.errors import PyMongoError
+from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential,
+)
+
+from services.runtime import StartupError
 from shared.adapters.kafka_bus import KafkaBus
 from shared.adapters.mongo_store import MongoStore
 from shared.config import CairnSettings
@@ -25,9 +38,30 @@ async def service_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
     return bus
 
 
+log = logging.getLogger("cairn")
+
+
 async def mongo_store(settings: CairnSettings) -> MongoStore:
-    store = MongoStore(settings.mongo_url, settings.mongo_db)
-    await store.open()
+    """The store, opened. A database that is down or wedged when a service (re)starts is waited
+    for, with backoff, for `startup_retry_s`: under a supervisor, exiting at once turns a short
+    outage into a crash loop, and under the chaos tests it killed restarted services."""
+    store = MongoStore(settings.mongo_url, settings.mongo_db, timeout_ms=settings.mongo_timeout_ms)
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type(PyMongoError),
+        wait=wait_exponential(multiplier=0.5, max=15),
+        stop=stop_after_delay(settings.startup_retry_s),
+        before_sleep=before_sleep_log(log, logging.WARNING),
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                await store.open()
+    except RetryError as error:
+        await store.close()
+        raise StartupError(
+            f"MongoDB at {settings.mongo_url} did not answer for {settings.startup_retry_s:.0f}s "
+            f"({error.last_attempt.exception()}); check CAIRN_MONGO_URL and that the server is up"
+        ) from None
     return store
 
 

@@ -20,6 +20,11 @@ class CairnSettings(BaseSettings):
     )
     mongo_url: str = Field("mongodb://127.0.0.1:27017/", description="MongoDB connection string.")
     mongo_db: str = Field("cairn", description="Database name.")
+    mongo_timeout_ms: int = Field(
+        30_000,
+        description="Bound on every MongoDB operation (server selection included): a request the server "
+        "never answers fails and is retried instead of wedging a service.",
+    )
     topic_prefix: str = Field("cairn.", description="Prefix of every topic name.")
     decider_max_batch: int = Field(200, description="Messages the decider takes per batch.")
     sweeper_interval_s: float = Field(5.0, description="Seconds between sweeps.")
@@ -55,6 +60,11 @@ class CairnSettings(BaseSettings):
         None, description="OTLP/HTTP endpoint; tracing export is off when unset."
     )
     log_level: str = Field("INFO", description="Python logging level.")
+    startup_retry_s: float = Field(
+        300.0,
+        description="How long a service keeps retrying to reach MongoDB when it starts (with backoff) "
+        "before it gives up with exit code 2.",
+    )
 
     @property
     def topics(self) -> Topics:
