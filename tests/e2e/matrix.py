@@ -155,6 +155,14 @@ class KafkaMongoPlatform(Platform):
     def __getitem__(self, name: str) -> Process:
         return self.cluster[name]
 
+    def kafka_worker(self, module: str = WORKERS) -> Process:
+        """Start one more `cairn worker` process consuming task topics from Kafka."""
+        argv = [sys.executable, "-m", "cairn", "worker", module, "--concurrency", "4"]
+        process = Process(f"kafka-worker-{len(self.workers)}", argv, self.env, self.log_dir)
+        process.start()
+        self.workers.append(process)
+        return process
+
     async def start(self) -> None:
         await self.cluster.start()
         await self._until_healthy()

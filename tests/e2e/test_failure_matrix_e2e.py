@@ -345,3 +345,104 @@ async def test_worker_stopped_past_its_response_timeout_then_continued(
     after = await platform.api.workflow(workflow_id)
     assert after["output"] == done["output"] and after["updateTime"] == done["updateTime"]
     assert [t["status"] for t in executions(after, "step")] == [t["status"] for t in executions(done, "step")]
+
+
+# ---- the same rows with Kafka workers (the Kafka-native path: no api between worker and engine)
+
+
+async def test_kafka_worker_dies_before_doing_anything(services: KafkaMongoPlatform, tmp_path: Path) -> None:
+    """Row 1, Kafka workers: the dispatch was never acknowledged, so Kafka hands the same
+    execution to the next worker of the group; it completes it (no timeout needed)."""
+    marker = tmp_path / "taken"
+    await services.api.register(
+        task_def("matrix_die_first"),
+        one_task_workflow("matrix_die_first_flow", "matrix_die_first", {"marker": str(marker)}),
+    )
+    workflow_id = await services.api.start("matrix_die_first_flow", {})
+    first = services.kafka_worker()
+    await until(
+        lambda: marker.exists() and not first.alive(), 60, "the first worker taking the task", services
+    )
+    second = services.kafka_worker()
+    done = await services.api.wait(workflow_id)
+    assert done["status"] == "COMPLETED", done
+    [attempt] = executions(done, "step")
+    assert attempt["status"] == "COMPLETED" and attempt["retryCount"] == 0
+    assert done["output"]["result"]["done_by"] == second.popen.pid  # type: ignore[union-attr]
+
+
+async def test_kafka_worker_dies_after_its_side_effect_before_reporting(
+    services: KafkaMongoPlatform, tmp_path: Path
+) -> None:
+    """Row 2, Kafka workers: the same execution (same taskId) comes back; the worker sees it in
+    its ledger and does not charge twice."""
+    ledger = tmp_path / "ledger.jsonl"
+    await services.api.register(
+        task_def("matrix_side_effect"),
+        one_task_workflow("matrix_side_effect_flow", "matrix_side_effect", {"ledger": str(ledger)}),
+    )
+    workflow_id = await services.api.start("matrix_side_effect_flow", {})
+    first = services.kafka_worker()
+    await until(lambda: ledger.exists() and not first.alive(), 60, "the side effect and the death", services)
+    services.kafka_worker()
+    done = await services.api.wait(workflow_id)
+    assert done["status"] == "COMPLETED", done
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert [e["charged"] for e in entries] == [True, False]
+    assert entries[0]["task_id"] == entries[1]["task_id"], "the same execution, delivered again"
+    assert done["output"]["result"]["charges"] == 1
+
+
+async def test_kafka_worker_stopped_past_its_response_timeout_then_continued(
+    services: KafkaMongoPlatform, tmp_path: Path
+) -> None:
+    """Row 11, Kafka workers: the frozen worker's heartbeats stop, the task times out, the retry
+    goes to the other worker once the group drops the frozen member; the frozen worker's late
+    result is rejected by the decider (logged with its reason) and changes nothing."""
+    marker = tmp_path / "taken-by"
+    await services.api.register(
+        task_def("matrix_slow", retryCount=3),
+        # Long enough that the task is still running when the test freezes its worker.
+        one_task_workflow("matrix_frozen_flow", "matrix_slow", {"seconds": 12, "marker": str(marker)}),
+    )
+    rescuer = services.kafka_worker()
+    await until(lambda: "matrix_slow" in rescuer.log_tail(100), 60, "the first worker joining", services)
+    frozen = services.kafka_worker()
+    # The group settles before the task exists: a rebalance while it is in flight would hand
+    # the same execution to both workers (Kafka's at-least-once), and the test would freeze one.
+    await until(
+        lambda: "matrix_slow" in frozen.log_tail(100) and rescuer.log_tail(100).count("matrix_slow") >= 2,
+        60,
+        "the group rebalancing onto two members",
+        services,
+    )
+    workflow_id = await services.api.start("matrix_frozen_flow", {})
+    await until(lambda: marker.exists() and marker.read_text(), 60, "a worker taking the task", services)
+    # Frozen only once its first heartbeat made the task IN_PROGRESS: before that a Kafka task is
+    # SCHEDULED, and the group's redelivery (not the response timeout) is what recovers it.
+    await services.api.wait(workflow_id, lambda w: w["tasks"][0]["status"] == "IN_PROGRESS", within_s=10)
+    holder = rescuer if marker.read_text() == str(rescuer.popen.pid) else frozen  # type: ignore[union-attr]
+    other = frozen if holder is rescuer else rescuer
+    holder.popen.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        done = await services.api.wait(workflow_id, within_s=120)
+    finally:
+        holder.popen.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    assert done["status"] == "COMPLETED", done
+    runs = executions(done, "step")
+    pids = {"marker": marker.read_text(), "holder": holder.popen.pid, "other": other.popen.pid}  # type: ignore[union-attr]
+    assert len(runs) >= 2, f"{pids} {runs}\n{services.diagnostics()}"
+    first, *_, retry = runs
+    assert first["status"] == "TIMED_OUT" and "responseTimeoutSeconds" in first["reasonForIncompletion"]
+    assert done["output"]["result"] == {"done_by": other.popen.pid, "task_id": retry["taskId"]}  # type: ignore[union-attr]
+    await until(
+        lambda: (
+            f"rejected (result_superseded): result for task {first['taskId']}"
+            in services["decider"].log_tail(400)
+        ),
+        45,
+        "the late result's rejection",
+        services,
+    )
+    after = await services.api.workflow(workflow_id)
+    assert after["output"] == done["output"] and after["updateTime"] == done["updateTime"]
