@@ -120,7 +120,55 @@ def run(
     async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
         await run_production_service(service, settings, stop)
 
-    run_service(service, main, settings)
+    run_service(service, main, settings, heartbeat=True)
+
+
+@app.command()
+def health(
+    service: Annotated[
+        str | None, typer.Argument(help="Service to check; default: the one running on this host.")
+    ] = None,
+    max_age: Annotated[float, typer.Option(help="Seconds a heartbeat stays fresh.")] = 30.0,
+) -> None:
+    """Exit 0 if the `cairn run` service on this host (container) is healthy, 1 if not: its
+    heartbeat file is fresh, and for the api, GET /health on CAIRN_API_PORT answers 200."""
+    import time
+
+    import httpx
+
+    from services.assembly import SERVICES
+    from services.runtime import heartbeat_path
+
+    def unhealthy(reason: str) -> None:
+        err.print(f"unhealthy: {reason}")
+        raise typer.Exit(1)
+
+    if service is None:
+        running = [name for name in SERVICES if heartbeat_path(name).exists()]
+        if not running:
+            unhealthy("no cairn service is running here (no heartbeat file)")
+        if len(running) > 1:
+            unhealthy(f"{', '.join(running)} have a heartbeat here: name the service to check")
+        service = running[0]
+    elif service not in SERVICES:
+        _fail(f"unknown service {service!r}", f"choose one of: {', '.join(SERVICES)}")
+    try:
+        age = time.time() - heartbeat_path(service).stat().st_mtime
+    except OSError:
+        unhealthy(f"{service} is not running (no {heartbeat_path(service)})")
+    if age > max_age:
+        unhealthy(f"{service}'s last heartbeat was {age:.0f}s ago")
+    if service == "api":
+        settings = CairnSettings()
+        host = "127.0.0.1" if settings.api_host in ("", "0.0.0.0", "::") else settings.api_host
+        url = f"http://{f'[{host}]' if ':' in host else host}:{settings.api_port}/health"
+        try:
+            status = httpx.get(url, timeout=5).status_code
+        except httpx.HTTPError as error:
+            unhealthy(f"GET {url}: {error}")
+        if status != 200:
+            unhealthy(f"GET {url} answered {status}")
+    console.print(f"{service} healthy")
 
 
 def _with_api_address(settings: CairnSettings, host: str | None, port: int | None) -> CairnSettings:

@@ -14,3 +14,16 @@ if ! { "$root/.venv/bin/python" -m pip install -q --upgrade pip &&
     echo "setup failed: the install log is above (and in $log)" >&2
     exit 1
 fi
+# docker-compose (Debian's v1) validates docker-compose*.yml offline for tests/deploy: `config -q`
+# needs no Docker engine. Installed only when missing; apt-get needs root (as in CI).
+if ! command -v docker-compose >/dev/null 2>&1; then
+    if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup: docker-compose is missing; installing it needs root and apt-get: run" \
+            "'sudo apt-get install docker-compose' (tests/deploy skip the compose check without it," \
+            "and fail with CI=true)" >&2
+    elif ! { apt-get update && apt-get install -y --no-install-recommends docker-compose; } >>"$log" 2>&1; then
+        cat "$log" >&2
+        echo "setup failed: could not install docker-compose (log above, and in $log)" >&2
+        exit 1
+    fi
+fi

@@ -6,8 +6,10 @@ import asyncio
 import logging
 import signal
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from pathlib import Path
 
 from shared import telemetry
 from shared.config import CairnSettings
@@ -27,6 +29,42 @@ async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
 
 
+HEARTBEAT_INTERVAL_S = 5.0
+
+
+def heartbeat_path(name: str) -> Path:
+    """The file a `cairn run <name>` process touches while its event loop runs (`cairn health`
+    reads it: the container health check of services that have no HTTP port)."""
+    return Path(tempfile.gettempdir()) / "cairn-heartbeat" / name
+
+
+def _touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+async def beat(path: Path, stop: asyncio.Event, interval_s: float = HEARTBEAT_INTERVAL_S) -> None:
+    """Touch `path` every `interval_s` until `stop`, then remove it. The touch runs on the event
+    loop on purpose (it takes microseconds): a wedged loop stops the beats, so a stale file means
+    the process no longer makes progress."""
+    warned = False
+    try:
+        while not stop.is_set():
+            try:
+                _touch(path)
+            except OSError as error:
+                if not warned:  # a read-only /tmp must not stop the service, only its health check
+                    log.warning("cannot write heartbeat %s: %s", path, error)
+                    warned = True
+            await sleep_unless_stopped(stop, interval_s)
+    finally:
+        _remove(path)
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
 class StartupError(RuntimeError):
     """A service cannot start for a reason the operator can fix (a port in use, …): reported as
     one line and exit code 2, not a traceback."""
@@ -36,8 +74,10 @@ def run_service(
     name: str,
     main: Callable[[CairnSettings, asyncio.Event], Awaitable[None]],
     settings: CairnSettings | None = None,
+    heartbeat: bool = False,
 ) -> None:
-    """Run `main(settings, stop)` until SIGTERM/SIGINT sets `stop`; main must then wind down."""
+    """Run `main(settings, stop)` until SIGTERM/SIGINT sets `stop`; main must then wind down.
+    With `heartbeat`, `heartbeat_path(name)` is touched meanwhile (`cairn health`)."""
     settings = settings or CairnSettings()
     setup_logging(settings.log_level)
     telemetry.configure(f"cairn-{name}", settings.otlp_endpoint)
@@ -48,7 +88,13 @@ def run_service(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         log.info("cairn %s starting", name)
-        await main(settings, stop)
+        beating = asyncio.create_task(beat(heartbeat_path(name), stop)) if heartbeat else None
+        try:
+            await main(settings, stop)
+        finally:
+            if beating is not None:
+                stop.set()
+                await beating
         log.info("cairn %s stopped", name)
 
     try:
