@@ -27,6 +27,7 @@ def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
         settings.kafka_bootstrap,
         client_id=client_id,
         partitions=settings.kafka_partitions,
+        replication_factor=settings.kafka_replication_factor,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
     )
 

@@ -13,6 +13,12 @@ class CairnSettings(BaseSettings):
 
     kafka_bootstrap: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
     kafka_partitions: int = Field(4, description="Partitions for topics Cairn creates.")
+    kafka_replication_factor: int = Field(
+        1,
+        ge=1,
+        description="Replication factor of the topics Cairn creates: 1 for a single local broker, "
+        "3 on a production cluster.",
+    )
     kafka_fetch_max_wait_ms: int = Field(
         100,
         description="Longest a broker holds an empty fetch. Data completes a fetch at once, so this "

@@ -92,6 +92,26 @@ class _KafkaSubscription:
             self._bus._forget(self)
 
 
+TOPIC_ALREADY_EXISTS = 36
+
+
+def _raise_refused_topics(response: Any) -> None:
+    """The broker answers a topic creation per topic, without raising: a refusal (a replication
+    factor above the broker count, a bad config) would otherwise pass silently and the services
+    would run on topics that do not exist."""
+    refused = [
+        f"{entry[0]}: {entry[2] if len(entry) > 2 and entry[2] else 'error code ' + str(entry[1])}"
+        for entry in response.topic_errors
+        if entry[1] not in (0, TOPIC_ALREADY_EXISTS)
+    ]
+    if refused:
+        raise RuntimeError(
+            "Kafka refused to create topics: "
+            + "; ".join(refused)
+            + " (check CAIRN_KAFKA_PARTITIONS and CAIRN_KAFKA_REPLICATION_FACTOR against the cluster)"
+        )
+
+
 class KafkaBus:
     def __init__(
         self,
@@ -99,11 +119,13 @@ class KafkaBus:
         *,
         client_id: str = "cairn",
         partitions: int = 4,
+        replication_factor: int = 1,
         fetch_max_wait_ms: int = 10,
         batch_timeout_ms: int = 20,
     ) -> None:
         self._bootstrap = bootstrap
         self._partitions = partitions
+        self._replication_factor = replication_factor
         self._fetch_max_wait_ms = fetch_max_wait_ms
         self._batch_timeout_ms = batch_timeout_ms
         self._broker = KafkaBroker(
@@ -227,13 +249,18 @@ class KafkaBus:
             missing = [name for name in dict.fromkeys(topics) if name not in existing]
             if missing:
                 try:
-                    await admin.create_topics(
+                    response = await admin.create_topics(
                         [
-                            NewTopic(name, num_partitions=self._partitions, replication_factor=1)
+                            NewTopic(
+                                name,
+                                num_partitions=self._partitions,
+                                replication_factor=self._replication_factor,
+                            )
                             for name in missing
                         ]
                     )
                 except TopicAlreadyExistsError:
-                    pass
+                    return
+                _raise_refused_topics(response)
         finally:
             await admin.close()
