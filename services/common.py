@@ -21,6 +21,8 @@ from shared.config import CairnSettings
 from shared.ports.bus import Bus
 from shared.ports.store import Store
 
+log = logging.getLogger("cairn")
+
 
 def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
     return KafkaBus(
@@ -37,9 +39,6 @@ async def service_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
     bus = kafka_bus(settings, client_id)
     await bus.ensure_topics(settings.topics.fixed)
     return bus
-
-
-log = logging.getLogger("cairn")
 
 
 async def mongo_store(settings: CairnSettings) -> MongoStore:

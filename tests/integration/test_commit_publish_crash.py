@@ -20,8 +20,8 @@ from shared.models.runtime import TaskStatus
 from shared.ports.bus import Outgoing, Received
 from shared.ports.store import Store
 from shared.topics import Topics
-from tests.e2e.definitions import PIPELINE, TASK_DEFS
-from tests.integration.test_decider_races import dispatches, received
+from tests.e2e.definitions import PIPELINE
+from tests.integration.test_decider_races import dispatches, pipeline_start, received, register_pipeline
 from tests.metrics import counter_value, metric_reader
 
 pytestmark = pytest.mark.integration
@@ -53,16 +53,8 @@ class DiesOnFirstDispatch:
 
 async def start_and_die(store: Store, bus: EmbeddedBus, topics: Topics) -> Received:
     """Register the pipeline and decide its start on a decider that dies before publishing."""
-    for task_def in TASK_DEFS:
-        await store.put_task_def(parse_task_def(task_def))
-    await store.put_workflow_def(parse_workflow_def(PIPELINE))
-    start = StartWorkflow(
-        id="start:wf-crash",
-        workflow_id="wf-crash",
-        name="e2e_pipeline",
-        input={"n": 1, "add": 2, "label": "x"},
-    )
-    delivery = received(topics, start, 0)
+    await register_pipeline(store)
+    delivery = received(topics, pipeline_start("wf-crash"), 0)
     dying = DiesOnFirstDispatch(bus, topics)
     with pytest.raises(ProcessDied):
         await DeciderHandler(store, dying, topics, lambda: NOW).handle_batch([delivery])  # type: ignore[arg-type]

@@ -64,6 +64,21 @@ def received(topics: Topics, message: StartWorkflow | TaskResult, offset: int) -
     )
 
 
+async def register_pipeline(store: Store) -> None:
+    for task_def in TASK_DEFS:
+        await store.put_task_def(parse_task_def(task_def))
+    await store.put_workflow_def(parse_workflow_def(PIPELINE))
+
+
+def pipeline_start(workflow_id: str) -> StartWorkflow:
+    return StartWorkflow(
+        id=f"start:{workflow_id}",
+        workflow_id=workflow_id,
+        name="e2e_pipeline",
+        input={"n": 1, "add": 2, "label": "x"},
+    )
+
+
 def dispatches(bus_file: Path, topic: str) -> list[TaskMessage]:
     with sqlite3.connect(bus_file) as connection:
         rows = connection.execute("SELECT value FROM bus_messages WHERE topic = ?", (topic,)).fetchall()
@@ -79,15 +94,8 @@ async def test_two_deciders_same_stale_read_one_commit_no_double_schedule(
     bus_file = tmp_path / "bus.db"
     bus = EmbeddedBus(str(bus_file))
     try:
-        for task_def in TASK_DEFS:
-            await first.put_task_def(parse_task_def(task_def))
-        await first.put_workflow_def(parse_workflow_def(PIPELINE))
-        start = StartWorkflow(
-            id="start:wf-race",
-            workflow_id="wf-race",
-            name="e2e_pipeline",
-            input={"n": 1, "add": 2, "label": "x"},
-        )
+        await register_pipeline(first)
+        start = pipeline_start("wf-race")
         await DeciderHandler(first, bus, topics, lambda: NOW).handle_batch([received(topics, start, 0)])
         document = await second.load_workflow("wf-race")
         assert document is not None and document.version == 1
