@@ -1,3 +1,3 @@
-from cairn.cli import app
+from cairn.cli import main
 
-app()
+main()

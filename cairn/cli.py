@@ -38,6 +38,25 @@ ServerOption = Annotated[
 ]
 
 
+def main() -> None:
+    """The `cairn` command: the Typer app, with a bad CAIRN_* setting reported as one line per
+    problem and exit code 2 instead of a traceback."""
+    from pydantic import ValidationError
+
+    from shared.config import settings_problems
+
+    try:
+        app()
+    except ValidationError as error:
+        if error.title != CairnSettings.__name__:
+            raise
+        err.print("[bold red]error:[/] invalid settings (environment variables):")
+        for line in settings_problems(error):
+            err.print(f"  {line}", soft_wrap=True)
+        err.print("[dim]docs/configuration.md lists every setting and its allowed values[/]")
+        sys.exit(2)
+
+
 def _run(coro_fn: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(coro_fn())  # type: ignore[arg-type]
 
@@ -131,44 +150,18 @@ def health(
     max_age: Annotated[float, typer.Option(help="Seconds a heartbeat stays fresh.")] = 30.0,
 ) -> None:
     """Exit 0 if the `cairn run` service on this host (container) is healthy, 1 if not: its
-    heartbeat file is fresh, and for the api, GET /health on CAIRN_API_PORT answers 200."""
-    import time
+    heartbeat file is fresh, and for the api, GET /health on CAIRN_API_PORT answers 200.
+    Probes should run `python -m services.probe`: the same check, without this CLI's start-up."""
+    from services.probe import Unhealthy, check
 
-    import httpx
-
-    from services.assembly import SERVICES
-    from services.runtime import heartbeat_path
-
-    def unhealthy(reason: str) -> None:
-        err.print(f"unhealthy: {reason}")
-        raise typer.Exit(1)
-
-    if service is None:
-        running = [name for name in SERVICES if heartbeat_path(name).exists()]
-        if not running:
-            unhealthy("no cairn service is running here (no heartbeat file)")
-        if len(running) > 1:
-            unhealthy(f"{', '.join(running)} have a heartbeat here: name the service to check")
-        service = running[0]
-    elif service not in SERVICES:
-        _fail(f"unknown service {service!r}", f"choose one of: {', '.join(SERVICES)}")
     try:
-        age = time.time() - heartbeat_path(service).stat().st_mtime
-    except OSError:
-        unhealthy(f"{service} is not running (no {heartbeat_path(service)})")
-    if age > max_age:
-        unhealthy(f"{service}'s last heartbeat was {age:.0f}s ago")
-    if service == "api":
-        settings = CairnSettings()
-        host = "127.0.0.1" if settings.api_host in ("", "0.0.0.0", "::") else settings.api_host
-        url = f"http://{f'[{host}]' if ':' in host else host}:{settings.api_port}/health"
-        try:
-            status = httpx.get(url, timeout=5).status_code
-        except httpx.HTTPError as error:
-            unhealthy(f"GET {url}: {error}")
-        if status != 200:
-            unhealthy(f"GET {url} answered {status}")
-    console.print(f"{service} healthy")
+        healthy = check(service, max_age)
+    except ValueError as error:
+        _fail(str(error))
+    except Unhealthy as error:
+        err.print(f"unhealthy: {error}")
+        raise typer.Exit(1) from None
+    console.print(f"{healthy} healthy")
 
 
 def _with_api_address(settings: CairnSettings, host: str | None, port: int | None) -> CairnSettings:
@@ -259,10 +252,10 @@ def worker_command(
             await HttpWorkerRunner(http_server, workers, limit, auto_heartbeat=heartbeat).run(stop)
         else:
             from cairn.worker import WorkerRunner
-            from services.common import kafka_bus
+            from services.common import reachable_kafka_bus
 
             err.print(f"running workers for: {types} (Kafka {settings.kafka_bootstrap})")
-            bus = kafka_bus(settings, "cairn-worker")
+            bus = await reachable_kafka_bus(settings, "cairn-worker", stop)
             await WorkerRunner(bus, settings.topics, workers, limit, auto_heartbeat=heartbeat).run(stop)
 
     run_service("worker", main, settings)

@@ -168,10 +168,11 @@ async def run_services(
 
 async def run_production_service(service: str, settings: CairnSettings, stop: asyncio.Event) -> None:
     """`cairn run <service>`: one service on Kafka and MongoDB."""
-    from services.common import kafka_bus, mongo_store
+    from services.common import mongo_store, reachable_kafka_bus
 
-    store = await mongo_store(settings)
+    store = await mongo_store(settings, stop)
     try:
-        await run_services([service], store, kafka_bus(settings, f"cairn-{service}"), settings, stop)
+        bus = await reachable_kafka_bus(settings, f"cairn-{service}", stop)
+        await run_services([service], store, bus, settings, stop)
     finally:
         await store.close()

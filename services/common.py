@@ -2,26 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from pydantic import SecretStr
 from pymongo.errors import PyMongoError
 from tenacity import (
     AsyncRetrying,
     RetryError,
     before_sleep_log,
+    retry_if_exception,
     retry_if_exception_type,
     stop_after_delay,
     wait_exponential,
 )
+from tenacity.retry import RetryBaseT
 
-from services.runtime import StartupError
+from services.runtime import StartupError, startup_sleep
 from shared.adapters.kafka_bus import KafkaBus
+from shared.adapters.kafka_security import KafkaAccessError, KafkaSecurity, KafkaSecurityError
 from shared.adapters.mongo_store import MongoStore
 from shared.config import CairnSettings
 from shared.ports.bus import Bus
 from shared.ports.store import Store
 
 log = logging.getLogger("cairn")
+
+
+def kafka_security(settings: CairnSettings) -> KafkaSecurity:
+    """The TLS/SASL options of every Kafka client, from the CAIRN_KAFKA_* settings."""
+    return KafkaSecurity(
+        protocol=settings.kafka_security_protocol,
+        sasl_mechanism=settings.kafka_sasl_mechanism,
+        username=settings.kafka_sasl_username,
+        password=_secret(settings.kafka_sasl_password),
+        ssl_cafile=settings.kafka_ssl_cafile,
+        ssl_certfile=settings.kafka_ssl_certfile,
+        ssl_keyfile=settings.kafka_ssl_keyfile,
+        ssl_key_password=_secret(settings.kafka_ssl_key_password),
+        ssl_check_hostname=settings.kafka_ssl_check_hostname,
+    )
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
@@ -31,29 +55,55 @@ def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
         partitions=settings.kafka_partitions,
         replication_factor=settings.kafka_replication_factor,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
+        security=kafka_security(settings),
     )
 
 
-async def service_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
-    """A service's bus, with Cairn's fixed topics created (at the configured partition count)."""
-    bus = kafka_bus(settings, client_id)
-    await bus.ensure_topics(settings.topics.fixed)
+def _while_starting(settings: CairnSettings, stop: asyncio.Event | None, retry: RetryBaseT) -> AsyncRetrying:
+    """Attempts at reaching a server while a service starts: exponential backoff up to 15 s,
+    for `startup_retry_s` in all, each wait logged and cut short by a stop request."""
+    return AsyncRetrying(
+        retry=retry,
+        wait=wait_exponential(multiplier=0.5, max=15),
+        stop=stop_after_delay(settings.startup_retry_s),
+        before_sleep=before_sleep_log(log, logging.WARNING),
+        sleep=startup_sleep(stop),
+    )
+
+
+async def reachable_kafka_bus(
+    settings: CairnSettings, client_id: str, stop: asyncio.Event | None = None
+) -> KafkaBus:
+    """A service's bus, once Kafka answered as configured. A cluster that is down is waited for,
+    with backoff, for `startup_retry_s` (as MongoDB is); settings that cannot work (a refused
+    password, an untrusted certificate, a missing TLS file) stop the start at once with a
+    StartupError naming the setting, because waiting cannot fix them."""
+    try:
+        bus = kafka_bus(settings, client_id)
+    except KafkaSecurityError as error:
+        raise StartupError(str(error)) from None
+    retryable = retry_if_exception(lambda error: isinstance(error, KafkaAccessError) and error.retryable)
+    try:
+        async for attempt in _while_starting(settings, stop, retryable):
+            with attempt:
+                await bus.check_access()
+    except KafkaAccessError as error:
+        raise StartupError(str(error)) from None
+    except RetryError as error:
+        raise StartupError(
+            f"{error.last_attempt.exception()}; gave up after {settings.startup_retry_s:.0f}s "
+            "(CAIRN_STARTUP_RETRY_S)"
+        ) from None
     return bus
 
 
-async def mongo_store(settings: CairnSettings) -> MongoStore:
+async def mongo_store(settings: CairnSettings, stop: asyncio.Event | None = None) -> MongoStore:
     """The store, opened. A database that is down or wedged when a service (re)starts is waited
     for, with backoff, for `startup_retry_s`: under a supervisor, exiting at once turns a short
     outage into a crash loop, and under the chaos tests it killed restarted services."""
     store = MongoStore(settings.mongo_url, settings.mongo_db, timeout_ms=settings.mongo_timeout_ms)
-    retrying = AsyncRetrying(
-        retry=retry_if_exception_type(PyMongoError),
-        wait=wait_exponential(multiplier=0.5, max=15),
-        stop=stop_after_delay(settings.startup_retry_s),
-        before_sleep=before_sleep_log(log, logging.WARNING),
-    )
     try:
-        async for attempt in retrying:
+        async for attempt in _while_starting(settings, stop, retry_if_exception_type(PyMongoError)):
             with attempt:
                 await store.open()
     except RetryError as error:

@@ -6,11 +6,11 @@ import asyncio
 import logging
 import signal
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from pathlib import Path
 
+from services.probe import heartbeat_path
 from shared import telemetry
 from shared.config import CairnSettings
 
@@ -30,12 +30,6 @@ async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
 
 
 HEARTBEAT_INTERVAL_S = 5.0
-
-
-def heartbeat_path(name: str) -> Path:
-    """The file a `cairn run <name>` process touches while its event loop runs (`cairn health`
-    reads it: the container health check of services that have no HTTP port)."""
-    return Path(tempfile.gettempdir()) / "cairn-heartbeat" / name
 
 
 def _touch(path: Path) -> None:
@@ -63,6 +57,25 @@ async def beat(path: Path, stop: asyncio.Event, interval_s: float = HEARTBEAT_IN
 
 def _remove(path: Path) -> None:
     path.unlink(missing_ok=True)
+
+
+class StoppedWhileStarting(Exception):
+    """SIGTERM arrived while the service was still waiting for a server: a clean exit (0), not
+    a failure; an orchestrator stopping a pod that never came up must not wait out its grace."""
+
+
+def startup_sleep(stop: asyncio.Event | None) -> Callable[[float], Awaitable[None]]:
+    """The sleep between startup retries: cut short, with StoppedWhileStarting, by `stop`."""
+
+    async def sleep(seconds: float) -> None:
+        if stop is None:
+            await asyncio.sleep(seconds)
+            return
+        await sleep_unless_stopped(stop, seconds)
+        if stop.is_set():
+            raise StoppedWhileStarting()
+
+    return sleep
 
 
 class StartupError(RuntimeError):
@@ -100,6 +113,8 @@ def run_service(
     try:
         with suppress(KeyboardInterrupt):
             asyncio.run(runner())
+    except StoppedWhileStarting:
+        log.info("cairn %s stopped while starting", name)
     except StartupError as error:
         log.error("cairn %s cannot start: %s", name, error)
         sys.exit(2)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal, Self
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.topics import Topics
 
 
 class CairnSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CAIRN_", extra="ignore")
+    # An empty variable means its default: compose files and Helm templates often render an
+    # optional setting as `CAIRN_X=""`, which must not become a file named "" or a blank password.
+    model_config = SettingsConfigDict(env_prefix="CAIRN_", extra="ignore", env_ignore_empty=True)
 
     kafka_bootstrap: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
     kafka_partitions: int = Field(4, description="Partitions for topics Cairn creates.")
@@ -23,6 +27,32 @@ class CairnSettings(BaseSettings):
         100,
         description="Longest a broker holds an empty fetch. Data completes a fetch at once, so this "
         "bounds idle polling (CPU), not latency.",
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT",
+        description="How clients reach Kafka: PLAINTEXT (local), SSL (TLS, optionally with a client "
+        "certificate), SASL_SSL (TLS and a user/password: the usual managed cluster) or SASL_PLAINTEXT.",
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism; required with SASL_SSL and SASL_PLAINTEXT."
+    )
+    kafka_sasl_username: str | None = Field(None, description="SASL user name.")
+    kafka_sasl_password: SecretStr | None = Field(
+        None, description="SASL password (keep it in a secret, not in a config file)."
+    )
+    kafka_ssl_cafile: str | None = Field(
+        None,
+        description="PEM file of the CA that signed the brokers' certificates; the system CAs when unset.",
+    )
+    kafka_ssl_certfile: str | None = Field(
+        None, description="PEM client certificate (mutual TLS); may also hold the key."
+    )
+    kafka_ssl_keyfile: str | None = Field(None, description="PEM private key of the client certificate.")
+    kafka_ssl_key_password: SecretStr | None = Field(None, description="Password of an encrypted client key.")
+    kafka_ssl_check_hostname: bool = Field(
+        True,
+        description="Check that a broker's certificate names the host connected to. Turn off only "
+        "for brokers reached by an address their certificate does not list.",
     )
     mongo_url: str = Field("mongodb://127.0.0.1:27017/", description="MongoDB connection string.")
     mongo_db: str = Field("cairn", description="Database name.")
@@ -72,6 +102,60 @@ class CairnSettings(BaseSettings):
         "before it gives up with exit code 2.",
     )
 
+    @model_validator(mode="after")
+    def _kafka_security_is_complete(self) -> Self:
+        """Credentials or TLS files that the chosen protocol would ignore are a mistake, not a
+        preference: refusing them at start beats connecting in plain text by accident."""
+        protocol = self.kafka_security_protocol
+        where = f"CAIRN_KAFKA_SECURITY_PROTOCOL is {protocol}"
+        sasl = {
+            "CAIRN_KAFKA_SASL_MECHANISM": self.kafka_sasl_mechanism,
+            "CAIRN_KAFKA_SASL_USERNAME": self.kafka_sasl_username,
+            "CAIRN_KAFKA_SASL_PASSWORD": self.kafka_sasl_password,
+        }
+        tls_files = {
+            "CAIRN_KAFKA_SSL_CAFILE": self.kafka_ssl_cafile,
+            "CAIRN_KAFKA_SSL_CERTFILE": self.kafka_ssl_certfile,
+            "CAIRN_KAFKA_SSL_KEYFILE": self.kafka_ssl_keyfile,
+        }
+        if protocol.startswith("SASL_"):
+            if missing := [name for name, value in sasl.items() if not value]:
+                raise ValueError(f"{where}: set {', '.join(missing)}")
+        elif given := [name for name, value in sasl.items() if value]:
+            raise ValueError(
+                f"{', '.join(given)} set but {where}: use SASL_SSL (or SASL_PLAINTEXT) to authenticate"
+            )
+        if protocol not in ("SSL", "SASL_SSL") and (
+            given := [name for name, value in tls_files.items() if value]
+        ):
+            raise ValueError(f"{', '.join(given)} set but {where}: use SSL or SASL_SSL for TLS")
+        if self.kafka_ssl_keyfile and not self.kafka_ssl_certfile:
+            raise ValueError(
+                "CAIRN_KAFKA_SSL_KEYFILE needs CAIRN_KAFKA_SSL_CERTFILE (the client certificate)"
+            )
+        return self
+
     @property
     def topics(self) -> Topics:
         return Topics(self.topic_prefix)
+
+
+def settings_problems(error: ValidationError) -> list[str]:
+    """One line per bad setting, named as the operator writes it (CAIRN_...): a pydantic
+    traceback names a Python field and hides which environment variable to fix. Secret values
+    are never echoed."""
+    lines = []
+    for problem in error.errors():
+        message = problem["msg"].removeprefix("Value error, ")
+        if not problem["loc"]:
+            lines.append(message)
+            continue
+        field = str(problem["loc"][0])
+        name = f"CAIRN_{field.upper()}"
+        secret = field in CairnSettings.model_fields and CairnSettings.model_fields[field].annotation in (
+            SecretStr,
+            SecretStr | None,
+        )
+        shown = "" if secret or "input" not in problem else f" (got {problem['input']!r})"
+        lines.append(f"{name}: {message}{shown}")
+    return lines

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal, get_args, get_origin
 
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from shared.config import CairnSettings
@@ -35,7 +37,14 @@ def variable(name: str) -> str:
 
 
 def _type(field: FieldInfo) -> str:
+    """What an operator may write: the allowed words of a Literal, "secret" for a SecretStr."""
     annotation = field.annotation
+    choices = [arg for arg in get_args(annotation) if get_origin(arg) is Literal]
+    if get_origin(annotation) is Literal or choices:
+        words = get_args(annotation if get_origin(annotation) is Literal else choices[0])
+        return "one of " + ", ".join(f"`{word}`" for word in words)
+    if SecretStr in (annotation, *get_args(annotation)):
+        return "str (secret)"
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "").replace("NoneType", "None")

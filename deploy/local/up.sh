@@ -6,6 +6,10 @@
 # Usage:   eval "$(bash deploy/local/up.sh)"
 # Stdout:  exactly two `export ...` lines (CAIRN_KAFKA_BOOTSTRAP, CAIRN_MONGO_URL);
 #          all progress goes to stderr. With CAIRN_LOCAL_ONLY, only that server's line.
+#          With CAIRN_LOCAL_KAFKA_SECURITY=sasl_ssl, Kafka's line becomes six lines that point
+#          Cairn at the secured listener: CAIRN_KAFKA_BOOTSTRAP, CAIRN_KAFKA_SECURITY_PROTOCOL,
+#          CAIRN_KAFKA_SASL_MECHANISM, CAIRN_KAFKA_SASL_USERNAME, CAIRN_KAFKA_SASL_PASSWORD,
+#          CAIRN_KAFKA_SSL_CAFILE.
 # Stop:    bash deploy/local/down.sh (stops what the state file records)
 #
 # Environment (all optional):
@@ -16,6 +20,14 @@
 #   CAIRN_LOCAL_KAFKA_PORT        Kafka client port          (default: a free port)
 #   CAIRN_LOCAL_CONTROLLER_PORT   Kafka KRaft controller port (default: a free port)
 #   CAIRN_LOCAL_MONGO_PORT        FerretDB port              (default: a free port)
+#   CAIRN_LOCAL_KAFKA_SECURITY    unset/empty: Kafka has only its PLAINTEXT listener.
+#                                 sasl_ssl: also a SASL_SSL listener (TLS with a CA generated
+#                                 once per data dir into <data dir>/tls/, SASL mechanisms
+#                                 SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN); stdout points at it
+#   CAIRN_LOCAL_KAFKA_SECURE_PORT SASL_SSL listener port     (default: a free port)
+#   CAIRN_LOCAL_KAFKA_USER        SASL user                  (default: cairn)
+#   CAIRN_LOCAL_KAFKA_PASSWORD    SASL password (default: generated once per data dir and
+#                                 kept in <data dir>/tls/kafka-password)
 #   CAIRN_LOCAL_DATA_DIR          data dir, kept by down.sh  (default: a fresh temp
 #                                 dir under the run dir, removed by down.sh)
 #   CAIRN_LOCAL_RUN_DIR           run dir (default: <cache>/run)
@@ -37,6 +49,28 @@ case "$ONLY_SERVER" in
     ferretdb) WANT_KAFKA=0 WANT_MONGO=1 ;;
     *) die "CAIRN_LOCAL_ONLY must be kafka or ferretdb (or unset for both), not '$ONLY_SERVER'" ;;
 esac
+KAFKA_SECURITY="${CAIRN_LOCAL_KAFKA_SECURITY:-}"
+case "$KAFKA_SECURITY" in
+    "" | sasl_ssl) ;;
+    *) die "CAIRN_LOCAL_KAFKA_SECURITY must be sasl_ssl (or unset/empty for PLAINTEXT only), not '$KAFKA_SECURITY'" ;;
+esac
+if [[ -n "$KAFKA_SECURITY" ]] && ((WANT_KAFKA == 0)); then
+    log "CAIRN_LOCAL_KAFKA_SECURITY=$KAFKA_SECURITY ignored: Kafka is not started (CAIRN_LOCAL_ONLY=$ONLY_SERVER)"
+    KAFKA_SECURITY=""
+fi
+KAFKA_SASL_USER="" KAFKA_SASL_PASSWORD=""
+if [[ -n "$KAFKA_SECURITY" ]]; then
+    KAFKA_SASL_USER="${CAIRN_LOCAL_KAFKA_USER:-cairn}"
+    # The user and password go unescaped into JAAS strings, --add-scram '[name=..,password=..]'
+    # and a properties file, so keep them to characters that need no quoting there.
+    [[ "$KAFKA_SASL_USER" =~ ^[A-Za-z0-9._-]+$ ]] \
+        || die "CAIRN_LOCAL_KAFKA_USER must be non-empty and use only A-Z a-z 0-9 . _ -, not '$KAFKA_SASL_USER'"
+    if [[ -n "${CAIRN_LOCAL_KAFKA_PASSWORD:-}" ]]; then
+        [[ "$CAIRN_LOCAL_KAFKA_PASSWORD" =~ ^[A-Za-z0-9._~+/:@%^*!?#-]+$ ]] \
+            || die "CAIRN_LOCAL_KAFKA_PASSWORD may use only A-Z a-z 0-9 and . _ ~ + / : @ % ^ * ! ? # - (no spaces, quotes, backslashes, commas, brackets or '=')"
+    fi
+    command -v openssl >/dev/null 2>&1 || die "openssl not found (needed for CAIRN_LOCAL_KAFKA_SECURITY=sasl_ssl)"
+fi
 
 # ---------------------------------------------------------------- install ---
 
@@ -177,6 +211,137 @@ EOF
     fi
 }
 
+# --------------------------------------------------------------- security ---
+# CAIRN_LOCAL_KAFKA_SECURITY=sasl_ssl: TLS material and SASL credentials, kept in
+# $DATA_DIR/tls/ and created once per data dir, so a restart on a kept data dir
+# (CAIRN_LOCAL_DATA_DIR) serves the same CA and accepts the same password.
+
+# random_secret: 32 hex characters
+random_secret() {
+    openssl rand -hex 16
+}
+
+# write_secret FILE VALUE: write VALUE to FILE (mode 600) atomically
+write_secret() {
+    local file="$1" value="$2"
+    (umask 077 && printf '%s\n' "$value" >"$file.tmp") && mv -f -- "$file.tmp" "$file"
+}
+
+# ensure_kafka_tls: a CA (ca.key, ca.pem) and a server certificate signed by it for
+# IP:127.0.0.1 and DNS:localhost, packaged as a PKCS12 keystore (server.p12, password in
+# keystore-password). Existing files are reused; a missing server keystore is re-issued from
+# the existing CA (with the existing keystore password); a missing CA key means a new CA and
+# so a new server certificate.
+ensure_kafka_tls() {
+    local dir="$TLS_DIR" tmp new_ca=0
+    mkdir -p "$dir"
+    chmod 700 "$dir"
+    tmp="$(mktemp -d "$dir/.new.XXXXXX")"
+    cat >"$tmp/openssl.cnf" <<'EOF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = unused
+[ca_ext]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+[server_ext]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid, issuer
+EOF
+    if [[ ! -s "$dir/ca.key" || ! -s "$dir/ca.pem" ]]; then
+        log "generating a CA for Kafka's SASL_SSL listener in $dir"
+        if ! (umask 077 && openssl req -x509 -config "$tmp/openssl.cnf" -extensions ca_ext \
+                -newkey rsa:2048 -nodes -sha256 -days 3650 \
+                -subj "/O=Cairn local/CN=Cairn local Kafka CA $(openssl rand -hex 4)" \
+                -keyout "$tmp/ca.key" -out "$tmp/ca.pem") >"$tmp/openssl.log" 2>&1; then
+            cat "$tmp/openssl.log" >&2 || true
+            rm -rf -- "$tmp"
+            die "openssl could not create the CA"
+        fi
+        chmod 644 "$tmp/ca.pem"
+        mv -f -- "$tmp/ca.key" "$dir/ca.key"
+        mv -f -- "$tmp/ca.pem" "$dir/ca.pem"
+        new_ca=1
+    fi
+    if ((new_ca == 1)) || [[ ! -s "$dir/server.p12" || ! -s "$dir/keystore-password" ]]; then
+        log "issuing the server certificate (IP:127.0.0.1, DNS:localhost) for Kafka's SASL_SSL listener"
+        # keep an existing keystore password, so keystore-password and server.p12 always match
+        if [[ -s "$dir/keystore-password" ]]; then
+            cp -- "$dir/keystore-password" "$tmp/keystore-password"
+        else
+            (umask 077 && random_secret >"$tmp/keystore-password")
+        fi
+        if ! (umask 077 \
+                && openssl req -new -config "$tmp/openssl.cnf" -newkey rsa:2048 -nodes -sha256 \
+                    -subj "/O=Cairn local/CN=localhost" -keyout "$tmp/server.key" -out "$tmp/server.csr" \
+                && openssl x509 -req -in "$tmp/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+                    -set_serial "0x$(openssl rand -hex 16)" -sha256 -days 3650 \
+                    -extfile "$tmp/openssl.cnf" -extensions server_ext -out "$tmp/server.pem" \
+                && openssl pkcs12 -export -name kafka -in "$tmp/server.pem" -inkey "$tmp/server.key" \
+                    -certfile "$dir/ca.pem" -passout "file:$tmp/keystore-password" -out "$tmp/server.p12") \
+                >"$tmp/openssl.log" 2>&1; then
+            cat "$tmp/openssl.log" >&2 || true
+            rm -rf -- "$tmp"
+            die "openssl could not issue the server certificate"
+        fi
+        local f
+        for f in keystore-password server.key server.pem server.p12; do
+            mv -f -- "$tmp/$f" "$dir/$f"
+        done
+    fi
+    rm -rf -- "$tmp"
+}
+
+# ensure_kafka_password: CAIRN_LOCAL_KAFKA_PASSWORD, or the one generated for this data dir
+ensure_kafka_password() {
+    if [[ -n "${CAIRN_LOCAL_KAFKA_PASSWORD:-}" ]]; then
+        KAFKA_SASL_PASSWORD="$CAIRN_LOCAL_KAFKA_PASSWORD"
+        return 0
+    fi
+    if [[ ! -s "$TLS_DIR/kafka-password" ]]; then
+        log "generating the SASL password for user $KAFKA_SASL_USER into $TLS_DIR/kafka-password"
+        write_secret "$TLS_DIR/kafka-password" "$(random_secret)"
+    fi
+    chmod 600 "$TLS_DIR/kafka-password"
+    KAFKA_SASL_PASSWORD="$(head -n 1 "$TLS_DIR/kafka-password")"
+    [[ "$KAFKA_SASL_PASSWORD" =~ ^[A-Za-z0-9._~+/:@%^*!?#-]+$ ]] \
+        || die "$TLS_DIR/kafka-password holds an unusable password; delete it (a new one is generated) or set CAIRN_LOCAL_KAFKA_PASSWORD"
+}
+
+# scram_fingerprint: identifies the SCRAM user+password the broker's metadata holds (stored in
+# $TLS_DIR/scram-applied, so a changed user/password, or storage formatted without them, is
+# noticed and the credentials are (re)set through the PLAINTEXT listener once Kafka is up).
+scram_fingerprint() {
+    printf '%s\n%s\n' "$KAFKA_SASL_USER" "$KAFKA_SASL_PASSWORD" | openssl dgst -sha256 -r | cut -d' ' -f1
+}
+
+# set_scram_credentials: upsert both SCRAM credentials of the user through the PLAINTEXT listener
+# (ConfigCommand's --add-config-file does not take SCRAM credentials, so the password is on
+# its command line for the second or so it runs; one mechanism per call, as the broker refuses
+# to alter one user's credentials twice in one request)
+set_scram_credentials() {
+    local mechanism
+    log "setting the SCRAM credentials of user $KAFKA_SASL_USER (the storage has none for this user/password)"
+    for mechanism in SCRAM-SHA-512 SCRAM-SHA-256; do
+        timeout 30 java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m \
+            -Dlog4j2.configurationFile="$KAFKA_HOME/config/tools-log4j2.properties" \
+            -cp "$KAFKA_LIBS/*" kafka.admin.ConfigCommand \
+            --bootstrap-server "127.0.0.1:$KAFKA_PORT" --alter \
+            --entity-type users --entity-name "$KAFKA_SASL_USER" \
+            --add-config "$mechanism=[password=$KAFKA_SASL_PASSWORD]" \
+            >>"$DATA_DIR/kafka-readiness.log" 2>&1 || return 1
+    done
+    write_secret "$TLS_DIR/scram-applied" "$(scram_fingerprint)"
+}
+
 # ------------------------------------------------------------- readiness ---
 
 # keep_old_log FILE: a server restarted on a kept data dir starts a fresh log; the previous
@@ -203,15 +368,42 @@ kafka_cli() {
 }
 
 kafka_ready() {
+    if ((KAFKA_PLAINTEXT_OK == 0)); then
+        kafka_plaintext_ready || return 1
+        KAFKA_PLAINTEXT_OK=1
+    fi
+    [[ -n "$KAFKA_SECURITY" ]] || return 0
+    # secure mode: ready means TLS + SASL (SCRAM-SHA-512) work on the SASL_SSL listener too
+    if ((KAFKA_SCRAM_PENDING > 0)); then
+        if ! set_scram_credentials; then
+            # not a start-up race (the PLAINTEXT listener answered): give up after 3 tries
+            if ((++KAFKA_SCRAM_PENDING > 3)); then
+                show_log_tail "Kafka readiness check" "$DATA_DIR/kafka-readiness.log"
+                die "could not set the SCRAM credentials of user $KAFKA_SASL_USER"
+            fi
+            return 1
+        fi
+        KAFKA_SCRAM_PENDING=0
+    fi
+    port_in_use "$KAFKA_SECURE_PORT" || return 1
+    kafka_lists_topics "$KAFKA_SECURE_PORT" "$KAFKA_SECURE_ADMIN_CONFIG"
+}
+
+# kafka_lists_topics PORT CLIENT_CONFIG: the broker on PORT answers a topic listing, end to end.
+kafka_lists_topics() {
+    timeout 30 java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m \
+        -Dlog4j2.configurationFile="$KAFKA_HOME/config/tools-log4j2.properties" \
+        -cp "$KAFKA_LIBS/*" org.apache.kafka.tools.TopicCommand \
+        --bootstrap-server "127.0.0.1:$1" --command-config "$2" --list \
+        >/dev/null 2>>"$DATA_DIR/kafka-readiness.log"
+}
+
+kafka_plaintext_ready() {
     port_in_use "$KAFKA_PORT" || return 1
     grep -q 'Kafka Server started' "$KAFKA_LOG" 2>/dev/null || return 1
     local cfg="$DATA_DIR/kafka-admin.properties"
     printf 'request.timeout.ms=5000\ndefault.api.timeout.ms=10000\n' >"$cfg"
-    timeout 30 java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m \
-        -Dlog4j2.configurationFile="$KAFKA_HOME/config/tools-log4j2.properties" \
-        -cp "$KAFKA_LIBS/*" org.apache.kafka.tools.TopicCommand \
-        --bootstrap-server "127.0.0.1:$KAFKA_PORT" --command-config "$cfg" --list \
-        >/dev/null 2>>"$DATA_DIR/kafka-readiness.log"
+    kafka_lists_topics "$KAFKA_PORT" "$cfg"
 }
 
 mongo_ready() {
@@ -290,22 +482,31 @@ start_all() {
     install_all
 
     local -a ports
-    mapfile -t ports < <(free_ports 3)
-    KAFKA_PORT="" CONTROLLER_PORT="" MONGO_PORT=""
+    if [[ -n "$KAFKA_SECURITY" ]]; then
+        mapfile -t ports < <(free_ports 4)
+    else
+        mapfile -t ports < <(free_ports 3)
+    fi
+    KAFKA_PORT="" CONTROLLER_PORT="" MONGO_PORT="" KAFKA_SECURE_PORT=""
     if ((WANT_KAFKA == 1)); then
         KAFKA_PORT="${CAIRN_LOCAL_KAFKA_PORT:-${ports[0]}}"
         CONTROLLER_PORT="${CAIRN_LOCAL_CONTROLLER_PORT:-${ports[1]}}"
+        if [[ -n "$KAFKA_SECURITY" ]]; then
+            KAFKA_SECURE_PORT="${CAIRN_LOCAL_KAFKA_SECURE_PORT:-${ports[3]}}"
+        fi
     fi
     if ((WANT_MONGO == 1)); then
         MONGO_PORT="${CAIRN_LOCAL_MONGO_PORT:-${ports[2]}}"
     fi
     local p
-    for p in $KAFKA_PORT $CONTROLLER_PORT $MONGO_PORT; do
+    for p in $KAFKA_PORT $KAFKA_SECURE_PORT $CONTROLLER_PORT $MONGO_PORT; do
         [[ "$p" =~ ^[0-9]+$ ]] || die "bad port '$p'"
         ! port_in_use "$p" || die "port $p on 127.0.0.1 is already in use"
     done
     [[ -z "$KAFKA_PORT" || ("$KAFKA_PORT" != "$CONTROLLER_PORT" && "$KAFKA_PORT" != "$MONGO_PORT" && "$CONTROLLER_PORT" != "$MONGO_PORT") ]] \
         || die "Kafka, controller and FerretDB ports must differ"
+    [[ -z "$KAFKA_SECURE_PORT" || ("$KAFKA_SECURE_PORT" != "$KAFKA_PORT" && "$KAFKA_SECURE_PORT" != "$CONTROLLER_PORT" && "$KAFKA_SECURE_PORT" != "$MONGO_PORT") ]] \
+        || die "the Kafka SASL_SSL port (CAIRN_LOCAL_KAFKA_SECURE_PORT) must differ from the Kafka, controller and FerretDB ports"
 
     mkdir -p "$RUN_DIR"
     if [[ -n "${CAIRN_LOCAL_DATA_DIR:-}" ]]; then
@@ -319,6 +520,25 @@ start_all() {
     fi
     mkdir -p "$DATA_DIR/kafka" "$DATA_DIR/ferretdb"
     KAFKA_LOG="" MONGO_LOG=""
+    TLS_DIR="$DATA_DIR/tls"
+    KAFKA_PLAINTEXT_OK=0 KAFKA_SCRAM_PENDING=0 KAFKA_SECURE_ADMIN_CONFIG=""
+    if [[ -n "$KAFKA_SECURITY" ]]; then
+        ensure_kafka_tls
+        ensure_kafka_password
+        # client settings for the readiness check; usable with the Kafka CLI tools (--command-config)
+        KAFKA_SECURE_ADMIN_CONFIG="$TLS_DIR/kafka-client.properties"
+        (umask 077 && cat >"$KAFKA_SECURE_ADMIN_CONFIG.tmp" <<EOF
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$KAFKA_SASL_USER" password="$KAFKA_SASL_PASSWORD";
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem
+request.timeout.ms=5000
+default.api.timeout.ms=10000
+EOF
+        )
+        mv -f -- "$KAFKA_SECURE_ADMIN_CONFIG.tmp" "$KAFKA_SECURE_ADMIN_CONFIG"
+    fi
 
     # --- FerretDB (SQLite backend). _txlock=immediate: writers take the lock when their transaction
     # begins, so concurrent writers queue instead of failing with SQLITE_BUSY on upgrade.
@@ -342,15 +562,26 @@ start_all() {
     if ((WANT_KAFKA == 1)); then
         KAFKA_LOG="$DATA_DIR/kafka.log"
         local props="$DATA_DIR/server.properties"
+        local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
+        local advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
+        local protocol_map="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        if [[ -n "$KAFKA_SECURITY" ]]; then
+            listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
+            advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT"
+            protocol_map="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL"
+            # it holds the PLAIN password and the keystore password
+            rm -f -- "$props"
+            (umask 077 && : >"$props")
+        fi
         cat >"$props" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$protocol_map
 log.dirs=$DATA_DIR/kafka
 num.partitions=4
 auto.create.topics.enable=true
@@ -366,6 +597,19 @@ num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
 EOF
+        if [[ -n "$KAFKA_SECURITY" ]]; then
+            cat >>"$props" <<EOF
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER="$KAFKA_SASL_PASSWORD";
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$TLS_DIR/server.p12
+listener.name.sasl_ssl.ssl.keystore.password=$(head -n 1 "$TLS_DIR/keystore-password")
+listener.name.sasl_ssl.ssl.key.password=$(head -n 1 "$TLS_DIR/keystore-password")
+listener.name.sasl_ssl.ssl.client.auth=none
+EOF
+        fi
         if [[ ! -f "$DATA_DIR/kafka/meta.properties" ]]; then
             local cluster_id
             # --cluster-id=VALUE, not "-t VALUE": a random id may start with "-" and read as an option.
@@ -374,16 +618,36 @@ EOF
             else
                 cluster_id="$(kafka_cli kafka.tools.StorageTool random-uuid)"
             fi
-            log "formatting Kafka storage in $DATA_DIR/kafka (cluster id $cluster_id)"
+            local -a scram_args=()
+            if [[ -n "$KAFKA_SECURITY" ]]; then
+                # SCRAM credentials go into the bootstrap metadata, so they exist from the first start
+                scram_args=(--add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]"
+                    --add-scram "SCRAM-SHA-256=[name=$KAFKA_SASL_USER,password=$KAFKA_SASL_PASSWORD]")
+                log "formatting Kafka storage in $DATA_DIR/kafka (cluster id $cluster_id, SCRAM user $KAFKA_SASL_USER)"
+            else
+                log "formatting Kafka storage in $DATA_DIR/kafka (cluster id $cluster_id)"
+            fi
             if ! kafka_cli kafka.tools.StorageTool format --ignore-formatted \
-                    "--cluster-id=$cluster_id" -c "$props" >"$DATA_DIR/kafka-format.log" 2>&1; then
+                    "--cluster-id=$cluster_id" -c "$props" ${scram_args[@]+"${scram_args[@]}"} \
+                    >"$DATA_DIR/kafka-format.log" 2>&1; then
                 show_log_tail "kafka-storage-format" "$DATA_DIR/kafka-format.log"
                 die "kafka storage format failed"
             fi
+            if [[ -n "$KAFKA_SECURITY" ]]; then
+                write_secret "$TLS_DIR/scram-applied" "$(scram_fingerprint)"
+            fi
+        fi
+        if [[ -n "$KAFKA_SECURITY" ]] \
+                && [[ "$(head -n 1 "$TLS_DIR/scram-applied" 2>/dev/null)" != "$(scram_fingerprint)" ]]; then
+            KAFKA_SCRAM_PENDING=1
         fi
 
         keep_old_log "$KAFKA_LOG"
-        log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller 127.0.0.1:$CONTROLLER_PORT)"
+        if [[ -n "$KAFKA_SECURITY" ]]; then
+            log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (PLAINTEXT) and 127.0.0.1:$KAFKA_SECURE_PORT (SASL_SSL) (controller 127.0.0.1:$CONTROLLER_PORT)"
+        else
+            log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller 127.0.0.1:$CONTROLLER_PORT)"
+        fi
         # shellcheck disable=SC2086  # heap options are meant to be word-split
         nohup java ${CAIRN_LOCAL_KAFKA_HEAP:--Xms128m -Xmx512m} \
             -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
@@ -396,6 +660,10 @@ EOF
     fi
 
     KAFKA_BOOTSTRAP="${KAFKA_PORT:+127.0.0.1:$KAFKA_PORT}"
+    KAFKA_PLAINTEXT_BOOTSTRAP="$KAFKA_BOOTSTRAP"
+    if [[ -n "$KAFKA_SECURITY" ]]; then
+        KAFKA_BOOTSTRAP="127.0.0.1:$KAFKA_SECURE_PORT"
+    fi
     MONGO_URL="${MONGO_PORT:+mongodb://127.0.0.1:$MONGO_PORT/}"
     {
         printf '# written by deploy/local/up.sh at %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -411,6 +679,16 @@ EOF
         printf 'DATA_DIR_OWNED=%q\n' "$DATA_DIR_OWNED"
         printf 'KAFKA_LOG=%q\n' "$KAFKA_LOG"
         printf 'MONGO_LOG=%q\n' "$MONGO_LOG"
+        if [[ -n "$KAFKA_SECURITY" ]]; then
+            # KAFKA_BOOTSTRAP is the SASL_SSL listener (what stdout exports); the password is in
+            # KAFKA_CLIENT_CONFIG (mode 600), not here
+            printf 'KAFKA_SECURITY=%q\n' "$KAFKA_SECURITY"
+            printf 'KAFKA_SECURE_PORT=%q\n' "$KAFKA_SECURE_PORT"
+            printf 'KAFKA_PLAINTEXT_BOOTSTRAP=%q\n' "$KAFKA_PLAINTEXT_BOOTSTRAP"
+            printf 'KAFKA_SASL_USERNAME=%q\n' "$KAFKA_SASL_USER"
+            printf 'KAFKA_SSL_CAFILE=%q\n' "$TLS_DIR/ca.pem"
+            printf 'KAFKA_CLIENT_CONFIG=%q\n' "$KAFKA_SECURE_ADMIN_CONFIG"
+        fi
     } >"$STATE_FILE.tmp"
     mv -f "$STATE_FILE.tmp" "$STATE_FILE"
 
@@ -419,7 +697,14 @@ EOF
     while ((kafka_ok == 0 || mongo_ok == 0)); do
         if ((kafka_ok == 0)); then
             pid_matches "$STARTED_KAFKA_PID" "kafka.Kafka" || { show_log_tail Kafka "$KAFKA_LOG"; die "Kafka exited during startup"; }
-            if kafka_ready; then kafka_ok=1; log "Kafka is ready at $KAFKA_BOOTSTRAP"; fi
+            if kafka_ready; then
+                kafka_ok=1
+                if [[ -n "$KAFKA_SECURITY" ]]; then
+                    log "Kafka is ready at $KAFKA_BOOTSTRAP (SASL_SSL: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN as user $KAFKA_SASL_USER; CA $TLS_DIR/ca.pem) and at $KAFKA_PLAINTEXT_BOOTSTRAP (PLAINTEXT)"
+                else
+                    log "Kafka is ready at $KAFKA_BOOTSTRAP"
+                fi
+            fi
         fi
         if ((mongo_ok == 0)); then
             pid_matches "$STARTED_MONGO_PID" "ferretdb" || { show_log_tail FerretDB "$MONGO_LOG"; die "FerretDB exited during startup"; }
@@ -443,6 +728,13 @@ EOF
     fi
     if ((WANT_KAFKA == 1)); then
         printf 'export CAIRN_KAFKA_BOOTSTRAP=%s\n' "$KAFKA_BOOTSTRAP"
+        if [[ -n "$KAFKA_SECURITY" ]]; then
+            printf 'export CAIRN_KAFKA_SECURITY_PROTOCOL=SASL_SSL\n'
+            printf 'export CAIRN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512\n'
+            printf 'export CAIRN_KAFKA_SASL_USERNAME=%q\n' "$KAFKA_SASL_USER"
+            printf 'export CAIRN_KAFKA_SASL_PASSWORD=%q\n' "$KAFKA_SASL_PASSWORD"
+            printf 'export CAIRN_KAFKA_SSL_CAFILE=%q\n' "$TLS_DIR/ca.pem"
+        fi
     fi
     if ((WANT_MONGO == 1)); then
         printf 'export CAIRN_MONGO_URL=%s\n' "$MONGO_URL"

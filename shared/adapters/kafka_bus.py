@@ -20,16 +20,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 from faststream import AckPolicy, Context
 from faststream.kafka import KafkaBroker
 from faststream.kafka.message import KafkaMessage
 from faststream.kafka.subscriber.usecase import BatchSubscriber
 
+from shared.adapters.kafka_security import KafkaSecurity, explain_bootstrap_failure
 from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
 
 log = logging.getLogger(__name__)
@@ -122,8 +123,11 @@ class KafkaBus:
         replication_factor: int = 1,
         fetch_max_wait_ms: int = 10,
         batch_timeout_ms: int = 20,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._client_id = client_id
+        self._security = security or KafkaSecurity()
         self._partitions = partitions
         self._replication_factor = replication_factor
         self._fetch_max_wait_ms = fetch_max_wait_ms
@@ -133,6 +137,7 @@ class KafkaBus:
             client_id=client_id,
             acks="all",
             linger_ms=1,
+            security=self._security.broker_security(),
             logger=logging.getLogger("cairn.kafka"),  # through the service's logging setup
             log_level=logging.DEBUG,  # per-message access logs; errors still log as errors
         )
@@ -242,25 +247,39 @@ class KafkaBus:
         await asyncio.gather(*futures)
 
     async def ensure_topics(self, topics: Sequence[str]) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
-        await admin.start()
-        try:
+        async with self._admin() as admin:
             existing = set(await admin.list_topics())
             missing = [name for name in dict.fromkeys(topics) if name not in existing]
-            if missing:
-                try:
-                    response = await admin.create_topics(
-                        [
-                            NewTopic(
-                                name,
-                                num_partitions=self._partitions,
-                                replication_factor=self._replication_factor,
-                            )
-                            for name in missing
-                        ]
-                    )
-                except TopicAlreadyExistsError:
-                    return
-                _raise_refused_topics(response)
+            if not missing:
+                return
+            try:
+                response = await admin.create_topics(
+                    [NewTopic(name, self._partitions, self._replication_factor) for name in missing]
+                )
+            except TopicAlreadyExistsError:
+                return
+            _raise_refused_topics(response)
+
+    async def check_access(self) -> None:
+        """Connect once the way every client of this bus will (TLS, SASL) and list the topics:
+        raises KafkaAccessError saying what to fix, or whether the cluster is merely down."""
+        async with self._admin() as admin:
+            await admin.list_topics()
+
+    @contextlib.asynccontextmanager
+    async def _admin(self) -> AsyncIterator[AIOKafkaAdminClient]:
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self._bootstrap,
+            client_id=f"{self._client_id}-admin",
+            **self._security.client_options(),
+        )
+        try:
+            await admin.start()
+        except KafkaConnectionError:
+            with contextlib.suppress(Exception):
+                await admin.close()
+            raise await explain_bootstrap_failure(self._bootstrap, self._security) from None
+        try:
+            yield admin
         finally:
             await admin.close()

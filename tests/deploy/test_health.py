@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -16,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cairn.cli import app
-from services import runtime
+from services import probe, runtime
 from shared.config import CairnSettings
 
 
@@ -116,3 +118,41 @@ def test_api_health_also_asks_the_api(api_port: int) -> None:
     assert code == 1 and "/health answered 500" in output
     code, output = _health(env={"CAIRN_API_HOST": "127.0.0.1", "CAIRN_API_PORT": "1"})
     assert code == 1 and "GET http://127.0.0.1:1/health" in output
+
+
+def test_the_probe_knows_the_services_cairn_run_knows() -> None:
+    from services.assembly import SERVICES
+
+    assert probe.SERVICES == tuple(SERVICES)
+
+
+def test_the_probe_module_runs_on_its_own_without_the_engine(private_tmp: Path) -> None:
+    """`python -m services.probe` is what containers run every few seconds: it must not pay for
+    the CLI, the telemetry SDK, Kafka or MongoDB clients (the whole point of a separate module)."""
+    env = {**os.environ, "TMPDIR": str(private_tmp)}
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['probe', 'decider']\n"
+        "try:\n"
+        "    runpy.run_module('services.probe', run_name='__main__')\n"
+        "except SystemExit as done:\n"
+        "    heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'typer', 'rich', 'opentelemetry', 'faststream', 'aiokafka', 'pymongo', 'httpx', 'cairn'})\n"
+        "    print('heavy:', heavy, 'exit:', done.code)\n"
+    )
+    unhealthy = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert unhealthy.stdout.strip() == "heavy: [] exit: 1", unhealthy.stdout + unhealthy.stderr
+    assert "unhealthy: decider is not running" in unhealthy.stderr
+    beat = private_tmp / "cairn-heartbeat" / "decider"
+    beat.parent.mkdir(parents=True)
+    beat.touch()
+    healthy = subprocess.run(
+        [sys.executable, "-m", "services.probe", "decider"], env=env, capture_output=True, text=True
+    )
+    assert (healthy.returncode, healthy.stdout) == (0, "decider healthy\n"), healthy.stderr
+    wrong = subprocess.run(
+        [sys.executable, "-m", "services.probe", "deciderr"], env=env, capture_output=True, text=True
+    )
+    assert wrong.returncode == 2 and "unknown service 'deciderr'" in wrong.stderr

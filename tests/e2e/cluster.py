@@ -15,6 +15,7 @@ from typing import Any
 
 from cairn.client import CairnClient
 from shared.adapters.kafka_bus import KafkaBus
+from shared.adapters.kafka_security import KafkaSecurity
 from shared.adapters.mongo_store import MongoStore
 from shared.core.validation import parse_task_def, parse_workflow_def
 from shared.models.documents import WorkflowDocument
@@ -89,6 +90,7 @@ class Cluster:
         unique: str,
         log_dir: Path,
         workers: str = "tests.e2e.workers_e2e",
+        kafka_security: KafkaSecurity | None = None,
         **settings: str,
     ) -> None:
         self.topics = Topics(prefix=f"e2e{unique}.")
@@ -110,7 +112,7 @@ class Cluster:
             "worker", [*cli, "worker", workers, "--concurrency", "20"], self.env, log_dir
         )
         self.store = MongoStore(mongo, self.database)
-        self.bus = KafkaBus(kafka, client_id="e2e-test", partitions=4)
+        self.bus = KafkaBus(kafka, client_id="e2e-test", partitions=4, security=kafka_security)
         self.client = CairnClient(self.bus, self.topics)
 
     async def start(self) -> None:

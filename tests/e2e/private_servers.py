@@ -55,12 +55,17 @@ def _pid_matches(pid: int, pattern: str) -> bool:
 class PrivateServers:
     """Kafka and FerretDB for one test, in `directory` (state files, data dir with both logs)."""
 
-    def __init__(self, directory: Path, *, timeout_s: int = 120) -> None:
+    def __init__(self, directory: Path, *, timeout_s: int = 120, kafka_security: str = "") -> None:
+        """`kafka_security="sasl_ssl"`: Kafka also listens with TLS + SASL (up.sh's
+        CAIRN_LOCAL_KAFKA_SECURITY); `kafka_bootstrap` is then that listener, and `kafka_settings`
+        holds the CAIRN_KAFKA_* variables that reach it."""
         self.directory = directory
         self.data_dir = directory / "data"
         self.timeout_s = timeout_s
-        self.kafka_port, self.controller_port, self.mongo_port = free_ports(3)
-        self.kafka_bootstrap = f"127.0.0.1:{self.kafka_port}"
+        self.kafka_security = kafka_security
+        self.kafka_port, self.controller_port, self.mongo_port, self.kafka_secure_port = free_ports(4)
+        self.kafka_bootstrap = f"127.0.0.1:{self.kafka_secure_port if kafka_security else self.kafka_port}"
+        self.kafka_settings: dict[str, str] = {"CAIRN_KAFKA_BOOTSTRAP": self.kafka_bootstrap}
         self.mongo_url = f"mongodb://127.0.0.1:{self.mongo_port}/"
         self._state = {KAFKA: directory / "kafka.env", FERRETDB: directory / "ferretdb.env"}
         self._watched = directory / "watched"  # while it exists, the watcher guards the servers
@@ -154,6 +159,8 @@ class PrivateServers:
             CAIRN_LOCAL_CONTROLLER_PORT=str(self.controller_port),
             CAIRN_LOCAL_MONGO_PORT=str(self.mongo_port),
             CAIRN_LOCAL_TIMEOUT=str(self.timeout_s),
+            CAIRN_LOCAL_KAFKA_SECURITY=self.kafka_security,
+            CAIRN_LOCAL_KAFKA_SECURE_PORT=str(self.kafka_secure_port),
         )
         return env
 
@@ -174,13 +181,19 @@ class PrivateServers:
 
     def _up(self, server: str) -> None:
         stdout = self._run(f"start {server}", UP, server)
-        expected = (
-            f"export CAIRN_KAFKA_BOOTSTRAP={self.kafka_bootstrap}"
-            if server == KAFKA
-            else f"export CAIRN_MONGO_URL={self.mongo_url}"
+        exports = dict(
+            shlex.split(line.removeprefix("export "))[0].split("=", 1) for line in stdout.splitlines()
         )
-        if stdout.splitlines() != [expected]:
+        expected = (
+            {"CAIRN_KAFKA_BOOTSTRAP": self.kafka_bootstrap}
+            if server == KAFKA
+            else {"CAIRN_MONGO_URL": self.mongo_url}
+        )
+        exact = server == FERRETDB or not self.kafka_security  # secure mode adds the CAIRN_KAFKA_* lines
+        if exports != expected if exact else not expected.items() <= exports.items():
             raise ServerError(f"start {server}: up.sh printed {stdout!r}, expected {expected!r}")
+        if server == KAFKA:
+            self.kafka_settings = exports
 
     def _down(self, server: str) -> None:
         if self._state[server].exists():
