@@ -1,6 +1,6 @@
 """deploy/Dockerfile: hadolint-clean, and the rules of the image (docs/deploy.md): multi-stage,
 final stage on python:3.11-slim with only the venv copied in, no build tools, a non-root user,
-a HEALTHCHECK through `cairn health`, STOPSIGNAL SIGTERM, `cairn run <service>` as the command."""
+a HEALTHCHECK through `python -m services.probe`, STOPSIGNAL SIGTERM, `cairn run <service>` as the command."""
 
 from __future__ import annotations
 
@@ -123,18 +123,13 @@ def test_final_stage_runs_as_a_non_root_user(final: Stage) -> None:
     assert "RUN" not in instructions[instructions.index("USER") :], "nothing runs as root after USER"
 
 
-def test_healthcheck_uses_cairn_health(final: Stage) -> None:
-    from typer.main import get_command
-
-    from cairn.cli import app
-
+def test_healthcheck_uses_the_probe_module(final: Stage) -> None:
     checks = final.all("HEALTHCHECK")
     assert len(checks) == 1, f"one HEALTHCHECK in the final stage, found {checks}"
     command = checks[0].split(" CMD ", 1)
     assert len(command) == 2, f"HEALTHCHECK without CMD: {checks[0]}"
     argv = json.loads(command[1])
-    assert argv[:2] == ["cairn", "health"], f"HEALTHCHECK runs {argv}"
-    assert "health" in get_command(app).commands, "cairn has no `health` command"  # type: ignore[attr-defined]
+    assert argv == ["python", "-m", "services.probe"], f"HEALTHCHECK runs {argv}"
 
 
 def test_stops_with_sigterm(final: Stage) -> None:

@@ -1,5 +1,6 @@
-"""`cairn health`: the container health check (deploy/Dockerfile's HEALTHCHECK). A `cairn run`
-service touches a heartbeat file while its event loop runs; the api must also answer /health."""
+"""`python -m services.probe` (and `cairn health`): the container health check (the image's
+HEALTHCHECK, the k8s probes). A `cairn run` service touches a heartbeat file while its event loop
+runs; the api must also answer /health."""
 
 from __future__ import annotations
 

@@ -78,13 +78,23 @@ def containers() -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"{deployment['metadata']['name']}/{container['name']}", container
 
 
+CONNECTIONS = "cairn-connections"  # the Secret every pod reads its connection settings from
+KAFKA_CA = "cairn-kafka-ca"  # the Secret every pod mounts the Kafka CA from
+
+
+def secret(name: str) -> dict[str, Any]:
+    found = [doc for doc in of_kind("Secret") if doc["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one Secret {name}, found {len(found)}"
+    return found[0]
+
+
+def connections() -> dict[str, str]:
+    return {**secret(CONNECTIONS).get("stringData", {}), **secret(CONNECTIONS).get("data", {})}
+
+
 def config_values() -> dict[str, str]:
-    """Every CAIRN_* value the pods get: the ConfigMap's data and the Secret's."""
-    values = dict(one("ConfigMap").get("data", {}))
-    secret = one("Secret")
-    values.update(secret.get("stringData", {}))
-    values.update(secret.get("data", {}))
-    return values
+    """Every CAIRN_* value the pods get: the ConfigMap's data and the connections Secret's."""
+    return {**one("ConfigMap").get("data", {}), **connections()}
 
 
 def test_every_manifest_passes_the_kubernetes_schemas() -> None:
@@ -191,18 +201,52 @@ def test_the_settings_parse(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_connection_strings_are_in_the_secret_only() -> None:
-    secret = {**one("Secret").get("stringData", {}), **one("Secret").get("data", {})}
-    assert "CAIRN_MONGO_URL" in secret
-    assert "CAIRN_KAFKA_BOOTSTRAP" in secret
+    assert "CAIRN_MONGO_URL" in connections()
+    assert "CAIRN_KAFKA_BOOTSTRAP" in connections()
     assert not {"CAIRN_MONGO_URL", "CAIRN_KAFKA_BOOTSTRAP"} & set(one("ConfigMap").get("data", {}))
 
 
 def test_every_container_reads_the_configmap_and_the_secret() -> None:
-    configmap, secret = one("ConfigMap")["metadata"]["name"], one("Secret")["metadata"]["name"]
+    configmap = one("ConfigMap")["metadata"]["name"]
     for where, container in containers():
         sources = container.get("envFrom", [])
         assert {"configMapRef": {"name": configmap}} in sources, f"{where}: envFrom {configmap}"
-        assert {"secretRef": {"name": secret}} in sources, f"{where}: envFrom {secret}"
+        assert {"secretRef": {"name": CONNECTIONS}} in sources, f"{where}: envFrom {CONNECTIONS}"
+
+
+def _commented_kafka_security() -> dict[str, str]:
+    """The Kafka TLS/SASL example secret.yaml carries as comments, uncommented."""
+    lines = [
+        line.replace("# ", "", 1)
+        for line in (K8S / "secret.yaml").read_text().splitlines()
+        if line.strip().startswith("# CAIRN_KAFKA_")
+    ]
+    return yaml.safe_load("\n".join(lines)) or {}
+
+
+def test_the_kafka_tls_example_in_the_secret_works_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Uncommenting the example must give valid settings whose CA file is where every pod mounts
+    the cairn-kafka-ca Secret: the one edit a secured cluster needs."""
+    example = _commented_kafka_security()
+    assert example.get("CAIRN_KAFKA_SECURITY_PROTOCOL") == "SASL_SSL", example
+    for variable in SETTINGS_ENV:
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in {**config_values(), **example}.items():
+        monkeypatch.setenv(variable, value)
+    settings = CairnSettings()  # raises on an incomplete or contradictory combination
+    assert settings.kafka_ssl_cafile is not None
+    ca_dir, ca_key = settings.kafka_ssl_cafile.rsplit("/", 1)
+    secret(KAFKA_CA)  # the Secret exists, to be filled in
+    for service, deployment in deployments().items():
+        pod = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        [container] = pod["containers"]
+        mounted = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+        assert ca_dir in mounted, f"{service} does not mount {ca_dir}"
+        source = volumes[mounted[ca_dir]].get("secret", {})
+        assert source.get("secretName") == KAFKA_CA, f"{service}: {ca_dir} is not the {KAFKA_CA} Secret"
+        assert source.get("optional") is True, f"{service}: pods must start without a private CA"
+    assert ca_key == "ca.crt"
 
 
 def test_replicated_services() -> None:
@@ -233,7 +277,9 @@ def test_probes_check_the_service_itself() -> None:
                 port = probe["httpGet"]["port"]
                 assert ports.get(port, port) == settings_port, f"api {kind} port {port} != CAIRN_API_PORT"
             else:
-                assert probe["exec"]["command"] == ["cairn", "health", service], f"{service} {kind}"
+                assert probe["exec"]["command"] == ["python", "-m", "services.probe", service], (
+                    f"{service} {kind}"
+                )
 
 
 def test_pods_get_time_to_drain() -> None:
