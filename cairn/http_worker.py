@@ -24,6 +24,13 @@ from typing import Any
 
 import httpx
 from opentelemetry import trace
+from tenacity import (
+    AsyncRetrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from cairn.worker import WorkerSpec, execute, registered_workers
 from shared import telemetry
@@ -33,7 +40,9 @@ log = logging.getLogger(__name__)
 tracer = telemetry.tracer("cairn.worker")
 
 LONG_POLL_MS = 5_000
-RESULT_ATTEMPTS = 8
+# How long a finished task's result is retried while the api is unreachable or failing: longer
+# than an api restart or rollout takes, so the work is not redone for want of a report.
+RESULT_REPORT_BUDGET_S = 300.0
 HEARTBEAT_TIMEOUT_S = 5.0
 
 
@@ -201,23 +210,34 @@ class HttpWorkerRunner:
         return True
 
     async def _report(self, client: httpx.AsyncClient, result: TaskResult) -> None:
-        for attempt in range(RESULT_ATTEMPTS):
-            try:
+        """Deliver a finished task's result. The work is done and only the report is missing, so
+        an api that is down or failing (a restart, a rollout, a database hiccup) is retried with
+        backoff for up to RESULT_REPORT_BUDGET_S; the server's 409 says when the result no
+        longer matters (the execution timed out or was superseded meanwhile)."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type((httpx.TransportError, _ServerFailed)),
+            wait=wait_exponential(multiplier=0.2, max=5),
+            stop=stop_after_delay(RESULT_REPORT_BUDGET_S),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
                 response = await client.post("/api/tasks", json=result_to_conductor(result))
-            except httpx.HTTPError as error:
-                log.warning("reporting task %s failed: %s", result.task_id, error)
-            else:
                 if response.status_code == 409:
                     log.info(
                         "task %s is no longer current; result dropped: %s", result.task_id, response.text
                     )
                     return
-                if response.status_code < 500:
-                    response.raise_for_status()
-                    return
-                log.warning("reporting task %s: server answered %d", result.task_id, response.status_code)
-            await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
-        raise RuntimeError(f"gave up reporting task {result.task_id} after {RESULT_ATTEMPTS} attempts")
+                if response.status_code >= 500:
+                    raise _ServerFailed(
+                        f"reporting task {result.task_id}: server answered {response.status_code}"
+                    )
+                response.raise_for_status()
+
+
+class _ServerFailed(Exception):
+    """The api answered 5xx: worth another try, like a connection that failed."""
 
 
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:

@@ -9,7 +9,9 @@
 #          With CAIRN_LOCAL_KAFKA_SECURITY=sasl_ssl, Kafka's line becomes six lines that point
 #          Cairn at the secured listener: CAIRN_KAFKA_BOOTSTRAP, CAIRN_KAFKA_SECURITY_PROTOCOL,
 #          CAIRN_KAFKA_SASL_MECHANISM, CAIRN_KAFKA_SASL_USERNAME, CAIRN_KAFKA_SASL_PASSWORD,
-#          CAIRN_KAFKA_SSL_CAFILE.
+#          CAIRN_KAFKA_SSL_CAFILE. The mutual-TLS listener that mode also opens is not on stdout:
+#          its address is KAFKA_MTLS_BOOTSTRAP in the state file, its client certificate and key
+#          are <data dir>/tls/client.pem and client.key.
 # Stop:    bash deploy/local/down.sh (stops what the state file records)
 #
 # Environment (all optional):
@@ -23,8 +25,12 @@
 #   CAIRN_LOCAL_KAFKA_SECURITY    unset/empty: Kafka has only its PLAINTEXT listener.
 #                                 sasl_ssl: also a SASL_SSL listener (TLS with a CA generated
 #                                 once per data dir into <data dir>/tls/, SASL mechanisms
-#                                 SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN); stdout points at it
+#                                 SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN); stdout points at it.
+#                                 And an SSL listener that requires a client certificate signed
+#                                 by that CA (mutual TLS); one for CN=cairn is issued into
+#                                 <data dir>/tls/client.pem + client.key (PEM, key unencrypted)
 #   CAIRN_LOCAL_KAFKA_SECURE_PORT SASL_SSL listener port     (default: a free port)
+#   CAIRN_LOCAL_KAFKA_MTLS_PORT   mutual-TLS (SSL) listener port (default: a free port)
 #   CAIRN_LOCAL_KAFKA_USER        SASL user                  (default: cairn)
 #   CAIRN_LOCAL_KAFKA_PASSWORD    SASL password (default: generated once per data dir and
 #                                 kept in <data dir>/tls/kafka-password)
@@ -229,11 +235,13 @@ write_secret() {
 
 # ensure_kafka_tls: a CA (ca.key, ca.pem) and a server certificate signed by it for
 # IP:127.0.0.1 and DNS:localhost, packaged as a PKCS12 keystore (server.p12, password in
-# keystore-password). Existing files are reused; a missing server keystore is re-issued from
-# the existing CA (with the existing keystore password); a missing CA key means a new CA and
-# so a new server certificate.
+# keystore-password); and a client certificate for CN=cairn signed by the same CA, for the
+# mutual-TLS listener (client.pem, client.key: PEM, key unencrypted, mode 600), also packaged as
+# a PKCS12 keystore for the Kafka CLI tools (client.p12, same password). Existing files are
+# reused; a missing server keystore or client certificate is re-issued from the existing CA (with
+# the existing keystore password); a missing CA key means a new CA and so new certificates.
 ensure_kafka_tls() {
-    local dir="$TLS_DIR" tmp new_ca=0
+    local dir="$TLS_DIR" tmp new_ca=0 new_keystore_password=0 new_client=0
     mkdir -p "$dir"
     chmod 700 "$dir"
     tmp="$(mktemp -d "$dir/.new.XXXXXX")"
@@ -253,6 +261,12 @@ basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature, keyEncipherment
 extendedKeyUsage = serverAuth
 subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid, issuer
+[client_ext]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = clientAuth
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid, issuer
 EOF
@@ -278,6 +292,7 @@ EOF
             cp -- "$dir/keystore-password" "$tmp/keystore-password"
         else
             (umask 077 && random_secret >"$tmp/keystore-password")
+            new_keystore_password=1
         fi
         if ! (umask 077 \
                 && openssl req -new -config "$tmp/openssl.cnf" -newkey rsa:2048 -nodes -sha256 \
@@ -296,6 +311,35 @@ EOF
         for f in keystore-password server.key server.pem server.p12; do
             mv -f -- "$tmp/$f" "$dir/$f"
         done
+    fi
+    if ((new_ca == 1)) || [[ ! -s "$dir/client.pem" || ! -s "$dir/client.key" ]]; then
+        log "issuing the client certificate (CN=cairn) for Kafka's mutual-TLS listener into $dir/client.pem"
+        if ! (umask 077 \
+                && openssl req -new -config "$tmp/openssl.cnf" -newkey rsa:2048 -nodes -sha256 \
+                    -subj "/CN=cairn" -keyout "$tmp/client.key" -out "$tmp/client.csr" \
+                && openssl x509 -req -in "$tmp/client.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+                    -set_serial "0x$(openssl rand -hex 16)" -sha256 -days 3650 \
+                    -extfile "$tmp/openssl.cnf" -extensions client_ext -out "$tmp/client.pem") \
+                >"$tmp/openssl.log" 2>&1; then
+            cat "$tmp/openssl.log" >&2 || true
+            rm -rf -- "$tmp"
+            die "openssl could not issue the client certificate"
+        fi
+        chmod 600 "$tmp/client.key" "$tmp/client.pem"
+        mv -f -- "$tmp/client.key" "$dir/client.key"
+        mv -f -- "$tmp/client.pem" "$dir/client.pem"
+        new_client=1
+    fi
+    # the CLI tools' keystore, derived from client.pem/client.key with the keystore password
+    if ((new_client == 1 || new_keystore_password == 1)) || [[ ! -s "$dir/client.p12" ]]; then
+        if ! (umask 077 && openssl pkcs12 -export -name cairn -in "$dir/client.pem" -inkey "$dir/client.key" \
+                -certfile "$dir/ca.pem" -passout "file:$dir/keystore-password" -out "$tmp/client.p12") \
+                >"$tmp/openssl.log" 2>&1; then
+            cat "$tmp/openssl.log" >&2 || true
+            rm -rf -- "$tmp"
+            die "openssl could not package the client certificate as $dir/client.p12"
+        fi
+        mv -f -- "$tmp/client.p12" "$dir/client.p12"
     fi
     rm -rf -- "$tmp"
 }
@@ -353,6 +397,18 @@ keep_old_log() {
     mv -f -- "$file" "$file.$n"
 }
 
+# wait_exec PID: a server started with `nohup ... &` is at first a copy of this shell (same
+# command line) until it execs; pid_matches would call it dead and cleanup would miss it, leaving
+# the server to start orphaned. Wait (up to 30 s) until PID runs something else or is gone.
+wait_exec() {
+    local pid="$1" own i
+    own="$(tr '\0' ' ' <"/proc/$$/cmdline")"
+    for ((i = 0; i < 300; i++)); do
+        [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == "$own" ]] || return 0
+        sleep 0.1
+    done
+}
+
 show_log_tail() {
     local name="$1" file="$2"
     log "---- last lines of $name log ($file) ----"
@@ -373,7 +429,8 @@ kafka_ready() {
         KAFKA_PLAINTEXT_OK=1
     fi
     [[ -n "$KAFKA_SECURITY" ]] || return 0
-    # secure mode: ready means TLS + SASL (SCRAM-SHA-512) work on the SASL_SSL listener too
+    # secure mode: ready means TLS + SASL (SCRAM-SHA-512) work on the SASL_SSL listener too, and
+    # TLS with the client certificate on the mutual-TLS listener
     if ((KAFKA_SCRAM_PENDING > 0)); then
         if ! set_scram_credentials; then
             # not a start-up race (the PLAINTEXT listener answered): give up after 3 tries
@@ -385,8 +442,13 @@ kafka_ready() {
         fi
         KAFKA_SCRAM_PENDING=0
     fi
-    port_in_use "$KAFKA_SECURE_PORT" || return 1
-    kafka_lists_topics "$KAFKA_SECURE_PORT" "$KAFKA_SECURE_ADMIN_CONFIG"
+    if ((KAFKA_SASL_SSL_OK == 0)); then
+        port_in_use "$KAFKA_SECURE_PORT" || return 1
+        kafka_lists_topics "$KAFKA_SECURE_PORT" "$KAFKA_SECURE_ADMIN_CONFIG" || return 1
+        KAFKA_SASL_SSL_OK=1
+    fi
+    port_in_use "$KAFKA_MTLS_PORT" || return 1
+    kafka_lists_topics "$KAFKA_MTLS_PORT" "$KAFKA_MTLS_ADMIN_CONFIG"
 }
 
 # kafka_lists_topics PORT CLIENT_CONFIG: the broker on PORT answers a topic listing, end to end.
@@ -483,23 +545,24 @@ start_all() {
 
     local -a ports
     if [[ -n "$KAFKA_SECURITY" ]]; then
-        mapfile -t ports < <(free_ports 4)
+        mapfile -t ports < <(free_ports 5)
     else
         mapfile -t ports < <(free_ports 3)
     fi
-    KAFKA_PORT="" CONTROLLER_PORT="" MONGO_PORT="" KAFKA_SECURE_PORT=""
+    KAFKA_PORT="" CONTROLLER_PORT="" MONGO_PORT="" KAFKA_SECURE_PORT="" KAFKA_MTLS_PORT=""
     if ((WANT_KAFKA == 1)); then
         KAFKA_PORT="${CAIRN_LOCAL_KAFKA_PORT:-${ports[0]}}"
         CONTROLLER_PORT="${CAIRN_LOCAL_CONTROLLER_PORT:-${ports[1]}}"
         if [[ -n "$KAFKA_SECURITY" ]]; then
             KAFKA_SECURE_PORT="${CAIRN_LOCAL_KAFKA_SECURE_PORT:-${ports[3]}}"
+            KAFKA_MTLS_PORT="${CAIRN_LOCAL_KAFKA_MTLS_PORT:-${ports[4]}}"
         fi
     fi
     if ((WANT_MONGO == 1)); then
         MONGO_PORT="${CAIRN_LOCAL_MONGO_PORT:-${ports[2]}}"
     fi
     local p
-    for p in $KAFKA_PORT $KAFKA_SECURE_PORT $CONTROLLER_PORT $MONGO_PORT; do
+    for p in $KAFKA_PORT $KAFKA_SECURE_PORT $KAFKA_MTLS_PORT $CONTROLLER_PORT $MONGO_PORT; do
         [[ "$p" =~ ^[0-9]+$ ]] || die "bad port '$p'"
         ! port_in_use "$p" || die "port $p on 127.0.0.1 is already in use"
     done
@@ -507,6 +570,8 @@ start_all() {
         || die "Kafka, controller and FerretDB ports must differ"
     [[ -z "$KAFKA_SECURE_PORT" || ("$KAFKA_SECURE_PORT" != "$KAFKA_PORT" && "$KAFKA_SECURE_PORT" != "$CONTROLLER_PORT" && "$KAFKA_SECURE_PORT" != "$MONGO_PORT") ]] \
         || die "the Kafka SASL_SSL port (CAIRN_LOCAL_KAFKA_SECURE_PORT) must differ from the Kafka, controller and FerretDB ports"
+    [[ -z "$KAFKA_MTLS_PORT" || ("$KAFKA_MTLS_PORT" != "$KAFKA_PORT" && "$KAFKA_MTLS_PORT" != "$KAFKA_SECURE_PORT" && "$KAFKA_MTLS_PORT" != "$CONTROLLER_PORT" && "$KAFKA_MTLS_PORT" != "$MONGO_PORT") ]] \
+        || die "the Kafka mutual-TLS port (CAIRN_LOCAL_KAFKA_MTLS_PORT) must differ from the Kafka, SASL_SSL, controller and FerretDB ports"
 
     mkdir -p "$RUN_DIR"
     if [[ -n "${CAIRN_LOCAL_DATA_DIR:-}" ]]; then
@@ -521,7 +586,7 @@ start_all() {
     mkdir -p "$DATA_DIR/kafka" "$DATA_DIR/ferretdb"
     KAFKA_LOG="" MONGO_LOG=""
     TLS_DIR="$DATA_DIR/tls"
-    KAFKA_PLAINTEXT_OK=0 KAFKA_SCRAM_PENDING=0 KAFKA_SECURE_ADMIN_CONFIG=""
+    KAFKA_PLAINTEXT_OK=0 KAFKA_SCRAM_PENDING=0 KAFKA_SASL_SSL_OK=0 KAFKA_SECURE_ADMIN_CONFIG="" KAFKA_MTLS_ADMIN_CONFIG=""
     if [[ -n "$KAFKA_SECURITY" ]]; then
         ensure_kafka_tls
         ensure_kafka_password
@@ -538,6 +603,21 @@ default.api.timeout.ms=10000
 EOF
         )
         mv -f -- "$KAFKA_SECURE_ADMIN_CONFIG.tmp" "$KAFKA_SECURE_ADMIN_CONFIG"
+        # the same for the mutual-TLS listener: the client certificate from client.p12
+        KAFKA_MTLS_ADMIN_CONFIG="$TLS_DIR/kafka-mtls-client.properties"
+        (umask 077 && cat >"$KAFKA_MTLS_ADMIN_CONFIG.tmp" <<EOF
+security.protocol=SSL
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS_DIR/client.p12
+ssl.keystore.password=$(head -n 1 "$TLS_DIR/keystore-password")
+ssl.key.password=$(head -n 1 "$TLS_DIR/keystore-password")
+request.timeout.ms=5000
+default.api.timeout.ms=10000
+EOF
+        )
+        mv -f -- "$KAFKA_MTLS_ADMIN_CONFIG.tmp" "$KAFKA_MTLS_ADMIN_CONFIG"
     fi
 
     # --- FerretDB (SQLite backend). _txlock=immediate: writers take the lock when their transaction
@@ -556,6 +636,7 @@ EOF
             --log-level=warn \
             </dev/null >"$MONGO_LOG" 2>&1 9>&- &
         STARTED_MONGO_PID=$!
+        wait_exec "$STARTED_MONGO_PID"
     fi
 
     # --- Kafka (KRaft combined broker+controller, static single-voter quorum)
@@ -566,9 +647,9 @@ EOF
         local advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
         local protocol_map="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
         if [[ -n "$KAFKA_SECURITY" ]]; then
-            listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
-            advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT"
-            protocol_map="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL"
+            listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT,SSL://127.0.0.1:$KAFKA_MTLS_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
+            advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SECURE_PORT,SSL://127.0.0.1:$KAFKA_MTLS_PORT"
+            protocol_map="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL"
             # it holds the PLAIN password and the keystore password
             rm -f -- "$props"
             (umask 077 && : >"$props")
@@ -608,6 +689,13 @@ listener.name.sasl_ssl.ssl.keystore.location=$TLS_DIR/server.p12
 listener.name.sasl_ssl.ssl.keystore.password=$(head -n 1 "$TLS_DIR/keystore-password")
 listener.name.sasl_ssl.ssl.key.password=$(head -n 1 "$TLS_DIR/keystore-password")
 listener.name.sasl_ssl.ssl.client.auth=none
+listener.name.ssl.ssl.keystore.type=PKCS12
+listener.name.ssl.ssl.keystore.location=$TLS_DIR/server.p12
+listener.name.ssl.ssl.keystore.password=$(head -n 1 "$TLS_DIR/keystore-password")
+listener.name.ssl.ssl.key.password=$(head -n 1 "$TLS_DIR/keystore-password")
+listener.name.ssl.ssl.truststore.type=PEM
+listener.name.ssl.ssl.truststore.location=$TLS_DIR/ca.pem
+listener.name.ssl.ssl.client.auth=required
 EOF
         fi
         if [[ ! -f "$DATA_DIR/kafka/meta.properties" ]]; then
@@ -644,7 +732,7 @@ EOF
 
         keep_old_log "$KAFKA_LOG"
         if [[ -n "$KAFKA_SECURITY" ]]; then
-            log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (PLAINTEXT) and 127.0.0.1:$KAFKA_SECURE_PORT (SASL_SSL) (controller 127.0.0.1:$CONTROLLER_PORT)"
+            log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (PLAINTEXT), 127.0.0.1:$KAFKA_SECURE_PORT (SASL_SSL) and 127.0.0.1:$KAFKA_MTLS_PORT (SSL with client certificates) (controller 127.0.0.1:$CONTROLLER_PORT)"
         else
             log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller 127.0.0.1:$CONTROLLER_PORT)"
         fi
@@ -657,6 +745,7 @@ EOF
             -cp "$KAFKA_LIBS/*" kafka.Kafka "$props" \
             </dev/null >"$KAFKA_LOG" 2>&1 9>&- &
         STARTED_KAFKA_PID=$!
+        wait_exec "$STARTED_KAFKA_PID"
     fi
 
     KAFKA_BOOTSTRAP="${KAFKA_PORT:+127.0.0.1:$KAFKA_PORT}"
@@ -688,6 +777,12 @@ EOF
             printf 'KAFKA_SASL_USERNAME=%q\n' "$KAFKA_SASL_USER"
             printf 'KAFKA_SSL_CAFILE=%q\n' "$TLS_DIR/ca.pem"
             printf 'KAFKA_CLIENT_CONFIG=%q\n' "$KAFKA_SECURE_ADMIN_CONFIG"
+            # the mutual-TLS listener: protocol SSL, CA KAFKA_SSL_CAFILE, the client certificate
+            printf 'KAFKA_MTLS_PORT=%q\n' "$KAFKA_MTLS_PORT"
+            printf 'KAFKA_MTLS_BOOTSTRAP=%q\n' "127.0.0.1:$KAFKA_MTLS_PORT"
+            printf 'KAFKA_SSL_CERTFILE=%q\n' "$TLS_DIR/client.pem"
+            printf 'KAFKA_SSL_KEYFILE=%q\n' "$TLS_DIR/client.key"
+            printf 'KAFKA_MTLS_CLIENT_CONFIG=%q\n' "$KAFKA_MTLS_ADMIN_CONFIG"
         fi
     } >"$STATE_FILE.tmp"
     mv -f "$STATE_FILE.tmp" "$STATE_FILE"
@@ -700,7 +795,7 @@ EOF
             if kafka_ready; then
                 kafka_ok=1
                 if [[ -n "$KAFKA_SECURITY" ]]; then
-                    log "Kafka is ready at $KAFKA_BOOTSTRAP (SASL_SSL: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN as user $KAFKA_SASL_USER; CA $TLS_DIR/ca.pem) and at $KAFKA_PLAINTEXT_BOOTSTRAP (PLAINTEXT)"
+                    log "Kafka is ready at $KAFKA_BOOTSTRAP (SASL_SSL: SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN as user $KAFKA_SASL_USER; CA $TLS_DIR/ca.pem), at 127.0.0.1:$KAFKA_MTLS_PORT (SSL, client certificate required: $TLS_DIR/client.pem + client.key) and at $KAFKA_PLAINTEXT_BOOTSTRAP (PLAINTEXT)"
                 else
                     log "Kafka is ready at $KAFKA_BOOTSTRAP"
                 fi

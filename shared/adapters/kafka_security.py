@@ -165,7 +165,28 @@ async def explain_bootstrap_failure(bootstrap: str, security: KafkaSecurity) -> 
     )
 
 
+# TLS alerts a broker sends when it refuses the client's certificate (or its absence). With TLS
+# 1.3 they arrive after the handshake, on the first read, so aiokafka reports a closed connection
+# caused by them.
+CLIENT_CERTIFICATE_ALERTS = (
+    "SSLV3_ALERT_BAD_CERTIFICATE",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+)
+
+
 def _classify(address: str, error: BaseException, security: KafkaSecurity) -> KafkaAccessError:
+    cause = error.__cause__
+    if isinstance(cause, ssl.SSLError) and getattr(cause, "reason", None) in CLIENT_CERTIFICATE_ALERTS:
+        given = (
+            f"the certificate {security.ssl_certfile}" if security.ssl_certfile else "no client certificate"
+        )
+        return KafkaAccessError(
+            f"{address}: the broker refused the client's TLS certificate ({cause.reason}; this client sent "
+            f"{given}); set CAIRN_KAFKA_SSL_CERTFILE and CAIRN_KAFKA_SSL_KEYFILE to a certificate signed "
+            "by a CA the listener trusts",
+            retryable=False,
+        )
     if isinstance(error, ssl.SSLCertVerificationError):
         hint = (
             "set CAIRN_KAFKA_SSL_CAFILE to the CA that signed the broker's certificate"

@@ -58,12 +58,19 @@ class PrivateServers:
     def __init__(self, directory: Path, *, timeout_s: int = 120, kafka_security: str = "") -> None:
         """`kafka_security="sasl_ssl"`: Kafka also listens with TLS + SASL (up.sh's
         CAIRN_LOCAL_KAFKA_SECURITY); `kafka_bootstrap` is then that listener, and `kafka_settings`
-        holds the CAIRN_KAFKA_* variables that reach it."""
+        holds the CAIRN_KAFKA_* variables that reach it. Kafka then also has a mutual-TLS listener
+        (protocol SSL, client certificate required): `kafka_mtls_settings`."""
         self.directory = directory
         self.data_dir = directory / "data"
         self.timeout_s = timeout_s
         self.kafka_security = kafka_security
-        self.kafka_port, self.controller_port, self.mongo_port, self.kafka_secure_port = free_ports(4)
+        (
+            self.kafka_port,
+            self.controller_port,
+            self.mongo_port,
+            self.kafka_secure_port,
+            self.kafka_mtls_port,
+        ) = free_ports(5)
         self.kafka_bootstrap = f"127.0.0.1:{self.kafka_secure_port if kafka_security else self.kafka_port}"
         self.kafka_settings: dict[str, str] = {"CAIRN_KAFKA_BOOTSTRAP": self.kafka_bootstrap}
         self.mongo_url = f"mongodb://127.0.0.1:{self.mongo_port}/"
@@ -146,6 +153,21 @@ class PrivateServers:
             parts.append(f"--- {path} ---\n" + "\n".join(tail))
         return "\n".join(parts)
 
+    @property
+    def kafka_mtls_settings(self) -> dict[str, str]:
+        """The CAIRN_KAFKA_* variables for the mutual-TLS listener of a secure Kafka (protocol SSL,
+        the CA and the CN=cairn client certificate up.sh generates in the data dir's tls/)."""
+        if not self.kafka_security:
+            raise ServerError("the mutual-TLS listener exists only with kafka_security='sasl_ssl'")
+        tls = self.data_dir / "tls"
+        return {
+            "CAIRN_KAFKA_BOOTSTRAP": f"127.0.0.1:{self.kafka_mtls_port}",
+            "CAIRN_KAFKA_SECURITY_PROTOCOL": "SSL",
+            "CAIRN_KAFKA_SSL_CAFILE": str(tls / "ca.pem"),
+            "CAIRN_KAFKA_SSL_CERTFILE": str(tls / "client.pem"),
+            "CAIRN_KAFKA_SSL_KEYFILE": str(tls / "client.key"),
+        }
+
     # ---- internals ----
 
     def _env(self, server: str) -> dict[str, str]:
@@ -161,6 +183,7 @@ class PrivateServers:
             CAIRN_LOCAL_TIMEOUT=str(self.timeout_s),
             CAIRN_LOCAL_KAFKA_SECURITY=self.kafka_security,
             CAIRN_LOCAL_KAFKA_SECURE_PORT=str(self.kafka_secure_port),
+            CAIRN_LOCAL_KAFKA_MTLS_PORT=str(self.kafka_mtls_port),
         )
         return env
 

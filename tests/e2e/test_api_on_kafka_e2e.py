@@ -16,6 +16,7 @@ import pytest
 from tests.devserver import free_port
 from tests.e2e.cluster import Cluster, Process
 from tests.e2e.definitions import PIPELINE, TASK_DEFS, expected_output
+from tests.e2e.test_services_e2e import start_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -73,14 +74,7 @@ async def test_http_and_kafka_workers_complete_tasks_of_one_workflow_type(cluste
             f"one transport did all the work: {by_worker}\n{cluster.diagnostics()}"
         )
         for _ in range(20):
-            i = len(ids)
-            ids.append(
-                await cluster.client.start_workflow(
-                    "e2e_pipeline",
-                    {"n": i, "add": 2, "label": f"L{i}"},
-                    workflow_id=f"{cluster.topics.prefix}mix-{i}",
-                )
-            )
+            ids.append(await start_pipeline(cluster, len(ids), "mix"))
         await asyncio.sleep(2)
         done = await cluster.store.load_workflows(ids)
         by_worker = Counter(task.worker_id for d in done.values() for task in d.state.tasks.values())

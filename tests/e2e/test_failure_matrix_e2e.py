@@ -273,6 +273,36 @@ async def test_each_service_sigkilled_mid_workflow_and_restarted(
         assert done["status"] == "COMPLETED" and done["output"] == {"result": {"n": n}}, done
 
 
+async def test_a_result_finished_while_the_api_is_down_is_delivered_when_it_returns(
+    services: KafkaMongoPlatform,
+) -> None:
+    """The api stays down (SIGKILL, restarted 25 s later: a slow rollout) while an HTTP worker
+    finishes its task. The work is done; only the report is missing, so the worker keeps trying
+    until the api answers: one execution, COMPLETED, nothing redone (a worker that gave up after
+    a few attempts lost the result, and the task then failed on its response timeout)."""
+    await services.api.register(
+        task_def("matrix_slow", retryCount=0, responseTimeoutSeconds=90, timeoutSeconds=180),
+        {
+            "name": "matrix_report_later",
+            "tasks": [
+                {"name": "matrix_slow", "taskReferenceName": "slow", "inputParameters": {"seconds": 2}}
+            ],
+            "outputParameters": {"by": "${slow.output.done_by}"},
+        },
+    )
+    workflow_id = await services.api.start("matrix_report_later", {})
+    services.http_worker()
+    await services.api.wait(workflow_id, lambda w: any(t["status"] == "IN_PROGRESS" for t in w["tasks"]))
+    services["api"].kill()
+    await asyncio.sleep(25)
+    services["api"].start()
+    done = await services.api.wait(workflow_id, within_s=120)
+    assert done["status"] == "COMPLETED", done
+    assert [(t["referenceTaskName"], t["status"], t["retryCount"]) for t in done["tasks"]] == [
+        ("slow", "COMPLETED", 0)
+    ]
+
+
 async def test_definition_updated_then_deleted_while_executions_run(platform: Platform) -> None:
     """Row 10: running executions finish on the definition they started with; a start after the
     update uses the new one; a start after the delete gets a clear 404."""

@@ -1,8 +1,10 @@
-"""Cairn on a Kafka that demands TLS and SASL, the way managed clusters and Strimzi run it.
+"""Cairn on a Kafka that demands TLS and SASL, or TLS with client certificates, the way managed
+clusters and Strimzi run it.
 
 A private broker (deploy/local/up.sh with CAIRN_LOCAL_KAFKA_SECURITY=sasl_ssl: a SASL_SSL
-listener with its own CA, SCRAM-SHA-512/256 and PLAIN users) proves that every Kafka client Cairn
-opens — the services' producers and consumers, topic creation, a Kafka worker — takes the
+listener with its own CA, SCRAM-SHA-512/256 and PLAIN users, and an SSL listener that requires a
+client certificate signed by that CA, like Strimzi's `tls` authentication) proves that every Kafka
+client Cairn opens — the services' producers and consumers, topic creation, a Kafka worker — takes the
 CAIRN_KAFKA_* security settings, and that settings which cannot work stop a service at once with
 a message naming what to fix, instead of retrying for CAIRN_STARTUP_RETRY_S.
 """
@@ -52,16 +54,8 @@ def _security(variables: dict[str, str]) -> KafkaSecurity:
     return kafka_security(CairnSettings(**fields))
 
 
-@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
-async def test_the_bus_round_trips_over_sasl_ssl(
-    secure_kafka: PrivateServers, unique: str, mechanism: str
-) -> None:
-    variables = _settings(secure_kafka, CAIRN_KAFKA_SASL_MECHANISM=mechanism)
-    assert variables["CAIRN_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
-    bus = KafkaBus(
-        secure_kafka.kafka_bootstrap, client_id="sec-test", partitions=2, security=_security(variables)
-    )
-    topic = f"sec{unique}.{mechanism.lower()}"
+async def _round_trip(bus: KafkaBus, topic: str, group: str) -> None:
+    """Create `topic`, publish three records and consume them, all through `bus`."""
     received: list[Received] = []
     arrived = asyncio.Event()
 
@@ -71,7 +65,7 @@ async def test_the_bus_round_trips_over_sasl_ssl(
             arrived.set()
 
     await bus.ensure_topics([topic])
-    bus.subscribe([topic], f"sec{unique}", handler)
+    bus.subscribe([topic], group, handler)
     await bus.start()
     try:
         await bus.publish([Outgoing(topic, json.dumps({"i": i}).encode(), key=str(i)) for i in range(3)])
@@ -79,6 +73,49 @@ async def test_the_bus_round_trips_over_sasl_ssl(
     finally:
         await bus.stop()
     assert sorted(json.loads(r.value)["i"] for r in received) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
+async def test_the_bus_round_trips_over_sasl_ssl(
+    secure_kafka: PrivateServers, unique: str, mechanism: str
+) -> None:
+    variables = _settings(secure_kafka, CAIRN_KAFKA_SASL_MECHANISM=mechanism)
+    assert variables["CAIRN_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+    bus = KafkaBus(
+        secure_kafka.kafka_bootstrap, client_id="sec-test", partitions=2, security=_security(variables)
+    )
+    await _round_trip(bus, f"sec{unique}.{mechanism.lower()}", f"sec{unique}")
+
+
+async def test_the_bus_round_trips_over_mutual_tls(secure_kafka: PrivateServers, unique: str) -> None:
+    """Protocol SSL with a client certificate (no SASL): the listener requires the certificate."""
+    variables = secure_kafka.kafka_mtls_settings
+    assert variables["CAIRN_KAFKA_SECURITY_PROTOCOL"] == "SSL"
+    bus = KafkaBus(
+        variables["CAIRN_KAFKA_BOOTSTRAP"], client_id="mtls-test", partitions=2, security=_security(variables)
+    )
+    await bus.check_access()
+    await _round_trip(bus, f"mtls{unique}.t", f"mtls{unique}")
+
+
+async def test_mutual_tls_without_a_client_certificate_says_so(secure_kafka: PrivateServers) -> None:
+    """The CA alone is not enough where the listener requires a client certificate. The broker
+    rejects the handshake with a TLS alert (bad_certificate) that the client reads only once the
+    handshake is over, on its first request, so aiokafka reports "Connection ... closed" (the
+    ssl.SSLError is its __cause__). Waiting cannot fix a missing certificate: it must stop a
+    service at once, naming the setting."""
+    variables = {
+        **secure_kafka.kafka_mtls_settings,
+        "CAIRN_KAFKA_SSL_CERTFILE": "",
+        "CAIRN_KAFKA_SSL_KEYFILE": "",
+    }
+    bus = KafkaBus(variables["CAIRN_KAFKA_BOOTSTRAP"], client_id="mtls-test", security=_security(variables))
+    with pytest.raises(KafkaAccessError) as caught:
+        await bus.check_access()
+    refusal = caught.value
+    assert not refusal.retryable, str(refusal)
+    assert variables["CAIRN_KAFKA_BOOTSTRAP"] in str(refusal)
+    assert "CAIRN_KAFKA_SSL_CERTFILE" in str(refusal), str(refusal)
 
 
 async def test_settings_that_cannot_work_say_what_to_fix(secure_kafka: PrivateServers) -> None:

@@ -5,30 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.models.runtime import TaskStatus, WorkflowStatus
 from shared.ports.bus import Outgoing, Received
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import Cluster, Process
 from tests.e2e.definitions import FLAKY, PIPELINE, TASK_DEFS, expected_output
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 
+async def start_pipeline(cluster: Cluster, i: int, name: str = "wf") -> str:
+    """Pipeline number `i`: its input and id are what `expected_output(i, id)` expects."""
+    return await cluster.client.start_workflow(
+        "e2e_pipeline", {"n": i, "add": 2, "label": f"L{i}"}, workflow_id=f"{cluster.topics.prefix}{name}-{i}"
+    )
+
+
 async def start_pipelines(cluster: Cluster, count: int = 50) -> list[str]:
     await cluster.register(*TASK_DEFS, PIPELINE)
-    ids = []
-    for i in range(count):
-        ids.append(
-            await cluster.client.start_workflow(
-                "e2e_pipeline",
-                {"n": i, "add": 2, "label": f"L{i}"},
-                workflow_id=f"{cluster.topics.prefix}wf-{i}",
-            )
-        )
-    return ids
+    return [await start_pipeline(cluster, i) for i in range(count)]
 
 
 async def assert_all_completed_exactly(cluster: Cluster, ids: list[str]) -> None:
@@ -273,3 +272,41 @@ async def test_worker_finishes_in_flight_task_on_sigterm(cluster: Cluster) -> No
     document = (await cluster.wait_for([workflow_id], within_s=30))[workflow_id]
     assert document.state.status is WorkflowStatus.COMPLETED
     assert document.state.output == {"slept": 3}
+
+
+async def test_rolling_restart_under_load_loses_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    """What `kubectl rollout restart` (maxSurge 1) does to every Deployment, while workflows keep
+    arriving: a new replica of the service starts, then the old one gets SIGTERM and must finish
+    what it holds and exit 0 within compose's 30 s grace period. Nothing may be lost or done
+    twice: every workflow completes with its exact output and one completed execution per task."""
+    await cluster.register(*TASK_DEFS, PIPELINE)
+    ids: list[str] = []
+
+    async def start_more(count: int) -> None:
+        for _ in range(count):
+            ids.append(await start_pipeline(cluster, len(ids), "roll"))
+
+    async def running(process: Process) -> None:
+        """Up far enough to handle SIGTERM (a rollout waits for the new pod to be ready; a
+        process still importing dies of the signal's default action, as it would anywhere)."""
+        for _ in range(600):
+            if f"cairn {process.name} starting" in process.log_tail(200):
+                return
+            assert process.alive(), process.log_tail()
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{process.name} never started\n{process.log_tail()}")
+
+    exits = {}
+    for name in ("decider", "scheduler", "timer", "sweeper", "worker"):
+        await start_more(12)
+        old = cluster[name]
+        replacement = Process(name, old.argv, old.env, tmp_path / f"new-{name}")
+        replacement.log_path.parent.mkdir()
+        replacement.start()
+        await running(old)
+        await running(replacement)
+        await asyncio.sleep(1)
+        exits[name] = old.stop(timeout=30)  # None: still running after 30 s, then killed
+        cluster.processes[name] = replacement
+    assert exits == dict.fromkeys(exits, 0), f"SIGTERM exits {exits}\n{cluster.diagnostics()}"
+    await assert_all_completed_exactly(cluster, ids)

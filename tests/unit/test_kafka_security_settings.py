@@ -132,6 +132,12 @@ def test_failures_are_classified_by_what_can_fix_them() -> None:
     untrusted.verify_message = "unable to get local issuer certificate"
     verdict = _classify("k:9093", untrusted, security)
     assert not verdict.retryable and "CAIRN_KAFKA_SSL_CAFILE" in str(verdict)
+    alert = ssl.SSLError(1, "[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate")
+    alert.reason = "SSLV3_ALERT_BAD_CERTIFICATE"
+    closed = KafkaConnectionError("Connection at k:9093 closed")
+    closed.__cause__ = alert  # TLS 1.3: the broker's refusal arrives on the first read
+    no_certificate = _classify("k:9093", closed, security)
+    assert not no_certificate.retryable and "CAIRN_KAFKA_SSL_CERTFILE" in str(no_certificate)
     down = _classify("k:9093", ConnectionRefusedError(111, "refused"), security)
     assert down.retryable
     assert _classify("k:9093", KafkaConnectionError("reset"), security).retryable
