@@ -187,6 +187,19 @@ async def test_services_and_a_kafka_worker_run_workflows_over_sasl_ssl(
     await cluster.start()
     try:
         ids = await start_pipelines(cluster, count=10)
+        # The CLI talking straight to MongoDB and Kafka (no api) takes the same settings.
+        cli_env = {name: value for name, value in cluster.env.items() if name != "CAIRN_SERVER"}
+        cli = [sys.executable, "-m", "cairn", "start", "e2e_pipeline", "--json", "--id", f"{ids[0]}-cli"]
+        started = subprocess.run(
+            [*cli, "--input", json.dumps({"n": 10, "add": 2, "label": "L10"})],
+            env=cli_env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert started.returncode == 0, started.stderr[-3000:]
+        ids.append(json.loads(started.stdout)["workflowId"])
         await assert_all_completed_exactly(cluster, ids)
     finally:
         codes = await cluster.stop()
