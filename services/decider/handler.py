@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from services.decider.recent import RecentDocuments
 from shared import telemetry
 from shared.core import decide, new_workflow_state
+from shared.core.decide import Rejection
 from shared.core.validation import DefinitionError, validate_workflow_def
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.definitions import WorkflowDef
@@ -79,6 +80,10 @@ class _Plan:
     publish: WorkflowDocument | None = None
     headers: dict[str, str] = field(default_factory=dict)
     dead: list[Outgoing] = field(default_factory=list)
+    ignored_events: bool = False
+    """The decision changed nothing although it had new events (all rejected or no-ops)."""
+    rejections: list[Rejection] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
 
 
 class DeciderHandler:
@@ -133,6 +138,7 @@ class DeciderHandler:
             if not any(isinstance(item.message, DecideRequest) for item in items)
             and (doc := self.recent.get(wid, now)) is not None
         }
+        cached = set(documents)
         missing = [wid for wid in groups if wid not in documents]
         if missing:
             documents.update(await self.store.load_workflows(missing))
@@ -143,8 +149,18 @@ class DeciderHandler:
             for workflow_id, items in groups.items()
         ]
         t2 = time.perf_counter()
+        # A decision that changes nothing commits nothing, so no version check fences it: made on
+        # a cached copy, it may have refused events that a newer version (another replica's
+        # commit: a timer armed, a task scheduled) accepts. Those workflows are decided again on
+        # a fresh read, like a lost commit. Seen with three deciders, where one workflow's
+        # topics are spread over different replicas.
+        recheck = [plan.workflow_id for plan in plans if plan.ignored_events and plan.workflow_id in cached]
+        for workflow_id in recheck:
+            self.recent.drop(workflow_id)
+        plans = [plan for plan in plans if plan.workflow_id not in recheck]
         for plan in plans:
             dead.extend(plan.dead)
+            _report(plan)
         commits = [plan for plan in plans if plan.commit is not None]
         with tracer.start_as_current_span(
             "cairn.commit",
@@ -155,7 +171,7 @@ class DeciderHandler:
         ):
             won = await self.store.commit_workflows([plan.commit for plan in commits])  # type: ignore[misc]
         t3 = time.perf_counter()
-        lost = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok]
+        lost = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok] + recheck
         decisions_committed.add(len(commits) - len(lost))
         version_conflicts.add(len(lost))
         for plan, ok in zip(commits, won, strict=True):
@@ -221,15 +237,11 @@ class DeciderHandler:
                 reason = f"decide failed for workflow {workflow_id}: {error!r}"
                 plan.dead = [dead_letter(item.received, reason, self.topics.dead_letter) for item in items]
                 return plan
-            for rejection in decision.notes:
-                log.warning("workflow %s: rejected (%s): %s", workflow_id, rejection.code, rejection.message)
-                rejected_events.add(1, {"reason": rejection.code})
-            for repair in decision.repairs:
-                log.warning("workflow %s: repaired: %s", workflow_id, repair)
-                repairs_made.add(1)
+            plan.rejections, plan.repairs = list(decision.notes), list(decision.repairs)
             span.set_attribute("cairn.task_ids", [task.task_id for task in decision.tasks])
             if not decision.changed and exists:
                 plan.publish = document  # repairs a crash between an earlier commit and its publish
+                plan.ignored_events = bool(events)
                 return plan
             version = document.version + 1
             outbox = [*document.outbox, *decision.outbox]
@@ -353,6 +365,17 @@ class DeciderHandler:
             log.warning(
                 "could not mark %d outboxes sent; the sweeper will republish them", len(sent), exc_info=True
             )
+
+
+def _report(plan: _Plan) -> None:
+    """Log and count what a decision refused or repaired (once it is final, not when it is about
+    to be redone on a fresh read)."""
+    for rejection in plan.rejections:
+        log.warning("workflow %s: rejected (%s): %s", plan.workflow_id, rejection.code, rejection.message)
+        rejected_events.add(1, {"reason": rejection.code})
+    for repair in plan.repairs:
+        log.warning("workflow %s: repaired: %s", plan.workflow_id, repair)
+        repairs_made.add(1)
 
 
 def _key(message: OutboxMessage, document: WorkflowDocument) -> str:

@@ -1,8 +1,10 @@
 """Documents this decider committed a moment ago, so its next decision on them skips the read.
 
 Safe by construction: a commit built on a stale copy fails its version check (the fence for the
-next version exists), the loser is dropped from here and reloaded. Entries expire long before the
-store prunes the fences that make this true (seconds here, minutes there).
+next version exists), the loser is dropped from here and reloaded. A decision that commits nothing
+has no version check, so when one made on a copy from here refuses events, the handler drops the
+copy and decides again on a fresh read (another replica may have moved the workflow on). Entries
+expire long before the store prunes the fences that make this true (seconds here, minutes there).
 """
 
 from __future__ import annotations

@@ -394,6 +394,12 @@ class ContainerSpec:
     """Container ports the deployment routes traffic or probes to."""
     pre_stop_s: float = 0.0
     """A preStop sleep: it runs inside the grace period, before the stop signal."""
+    replicas: int = 1
+    """How many containers of it run (compose's `scale`, a Deployment's `spec.replicas`)."""
+
+    def replica_names(self) -> list[str]:
+        """Its containers' names: `decider-1`, `decider-2`, ... (as compose numbers them)."""
+        return [f"{self.name}-{number}" for number in range(1, self.replicas + 1)]
 
 
 def _words(value: str | list[str] | None) -> list[str] | None:
@@ -421,6 +427,68 @@ def _compose_port(entry: str | int | dict[str, Any]) -> int:
     if isinstance(entry, dict):
         return int(entry["target"])
     return int(str(entry).rsplit(":", 1)[-1].split("/")[0])
+
+
+def _compose_published(entry: str | int | dict[str, Any]) -> str | None:
+    """The host port a `ports` entry publishes, if it names one (else Docker picks one)."""
+    if isinstance(entry, dict):
+        published = entry.get("published")
+        return None if published is None else str(published)
+    parts = str(entry).split("/")[0].split(":")
+    return parts[-2] if len(parts) > 1 and parts[-2] else None
+
+
+# Keys whose sequences `docker compose -f a -f b` concatenates or merges by item rather than
+# replaces; an override setting one is not modelled by `compose_merge`.
+COMPOSE_MERGED_SEQUENCES = frozenset(
+    {
+        "ports",
+        "expose",
+        "volumes",
+        "secrets",
+        "configs",
+        "dns",
+        "dns_search",
+        "tmpfs",
+        "extra_hosts",
+        "cap_add",
+        "cap_drop",
+        "devices",
+        "env_file",
+        "labels",
+        "environment",
+        "depends_on",
+        "networks",
+    }
+)
+
+
+def compose_merge(base: Any, override: Any, key: str = "") -> Any:
+    """`override` over `base` as `docker compose -f base -f override` merges them: mappings
+    merge key by key, a scalar or a command-like sequence replaces."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for name, value in override.items():
+            merged[name] = compose_merge(base[name], value, name) if name in base else value
+        return merged
+    assert not (isinstance(override, list) and key in COMPOSE_MERGED_SEQUENCES), (
+        f"an override's `{key}` list merges with the base's by compose's own rules, not modelled here"
+    )
+    return override
+
+
+def _compose_scale(name: str, service: dict[str, Any]) -> int:
+    """How many containers `docker compose up` runs: `scale`, else `deploy.replicas`, else 1."""
+    scale = service.get("scale", (service.get("deploy") or {}).get("replicas", 1))
+    replicas = int(scale)
+    assert replicas >= 1, f"{name}: scale {scale} runs no container"
+    published = [
+        port for port in map(_compose_published, service.get("ports") or []) if port and "-" not in port
+    ]
+    assert replicas == 1 or not published, (
+        f"{name}: {replicas} replicas cannot all publish host port(s) {published}"
+    )
+    return replicas
 
 
 def _compose_healthcheck(service: dict[str, Any], image: Image) -> Healthcheck | None:
@@ -483,6 +551,7 @@ def compose_containers(compose: dict[str, Any], image: Image, venv: Path) -> lis
                 stop_signal=signal.Signals[stop] if stop else image.stop_signal,
                 grace_s=duration_s(service.get("stop_grace_period", "10s")),
                 ports=[_compose_port(entry) for entry in service.get("ports") or []],
+                replicas=_compose_scale(name, service),
             )
         )
     return specs
@@ -557,7 +626,7 @@ def _k8s_probe(label: str, probe: dict[str, Any], ports: dict[str, int]) -> Prob
 
 
 def k8s_containers(resources: list[dict[str, Any]], image: Image, venv: Path) -> list[ContainerSpec]:
-    """What the kubelet runs for each Deployment's container (one replica each)."""
+    """What the kubelet runs for each Deployment's container, and how many pods of it."""
     specs = []
     for deployment in (r for r in resources if r["kind"] == "Deployment"):
         pod = deployment["spec"]["template"]["spec"]
@@ -587,6 +656,7 @@ def k8s_containers(resources: list[dict[str, Any]], image: Image, venv: Path) ->
                 grace_s=float(pod.get("terminationGracePeriodSeconds", 30)),
                 ports=[int(p["containerPort"]) for p in container.get("ports") or []],
                 pre_stop_s=float(pre_stop.get("sleep", {}).get("seconds", 0)),
+                replicas=int(deployment["spec"].get("replicas", 1)),
             )
         )
     return specs
@@ -653,8 +723,10 @@ class LocalEnvironment:
 def localize(
     specs: list[ContainerSpec], targets: Targets, container_hosts: set[str] | None = None
 ) -> dict[str, LocalEnvironment]:
-    """Each container's environment for this host. `container_hosts`: names the deployment's
-    own containers answer to (compose services), which its addresses must use."""
+    """Each container's environment for this host, by replica name (`ContainerSpec.replica_names`):
+    the replicas of a service differ only in the local ports standing for their container ports
+    (each container has its own address). `container_hosts`: names the deployment's own
+    containers answer to (compose services), which its addresses must use."""
     for spec in specs:
         declared = {
             key.removeprefix("CAIRN_").lower(): value
@@ -697,7 +769,6 @@ def localize(
         env["CAIRN_MONGO_DB"] = databases.setdefault(database, f"cairn_dep_{targets.unique}_{len(databases)}")
         host = env.get("CAIRN_API_HOST", _default("CAIRN_API_HOST"))
         port = int(env.get("CAIRN_API_PORT", _default("CAIRN_API_PORT")))
-        ports: dict[int, int] = {}
         if spec.ports:
             assert host in WILDCARD_HOSTS, (
                 f"{spec.name}: CAIRN_API_HOST={host} listens inside its container only; its ports "
@@ -707,11 +778,15 @@ def localize(
                 f"{spec.name}: the api listens on {port} (CAIRN_API_PORT) but the deployment routes "
                 f"ports {spec.ports}"
             )
-            ports[port] = free_port()
-            env["CAIRN_API_PORT"] = str(ports[port])
         if host in WILDCARD_HOSTS:
             env["CAIRN_API_HOST"] = "127.0.0.1"
-        local[spec.name] = LocalEnvironment(env, ports)
+        for replica in spec.replica_names():
+            ports: dict[int, int] = {}
+            replica_env = dict(env)
+            if spec.ports:
+                ports[port] = free_port()
+                replica_env["CAIRN_API_PORT"] = str(ports[port])
+            local[replica] = LocalEnvironment(replica_env, ports)
     return local
 
 
@@ -724,15 +799,17 @@ def local_databases(local: dict[str, LocalEnvironment]) -> set[str]:
 
 
 class LocalContainer:
-    """One container as a local process: its own /tmp (TMPDIR, and the working directory as the
-    image's WORKDIR /tmp), so `cairn health` sees only its own service's heartbeat."""
+    """One container (one replica of a service) as a local process: its own /tmp (TMPDIR, HOME,
+    and the working directory as the image's WORKDIR /tmp), so `cairn health` sees only its own
+    heartbeat, not another replica's."""
 
-    def __init__(self, spec: ContainerSpec, local: LocalEnvironment, directory: Path) -> None:
+    def __init__(self, spec: ContainerSpec, local: LocalEnvironment, directory: Path, name: str) -> None:
         self.spec = spec
+        self.name = name
         self.ports = local.ports
-        self.tmp = directory / spec.name / "tmp"
+        self.tmp = directory / name / "tmp"
         self.tmp.mkdir(parents=True)
-        self.log_path = directory / spec.name / "output.log"
+        self.log_path = directory / name / "output.log"
         self.env = {**local.env, "TMPDIR": str(self.tmp), "HOME": str(self.tmp)}
         self.popen: subprocess.Popen[bytes] | None = None
 
@@ -741,7 +818,7 @@ class LocalContainer:
         if "/" in argv[0]:
             return argv
         found = shutil.which(argv[0], path=self.env.get("PATH", ""))
-        assert found, f"{self.spec.name}: {argv[0]!r} is not on the container's PATH ({self.env.get('PATH')})"
+        assert found, f"{self.name}: {argv[0]!r} is not on the container's PATH ({self.env.get('PATH')})"
         return [found, *argv[1:]]
 
     def start(self) -> None:
@@ -808,7 +885,7 @@ class LocalContainer:
         while time.monotonic() < deadline:
             if not self.alive():
                 raise AssertionError(
-                    f"{self.spec.name} exited ({self.popen.returncode if self.popen else None}) before its "
+                    f"{self.name} exited ({self.popen.returncode if self.popen else None}) before its "
                     f"{probe.label} passed\n{self.log_tail()}"
                 )
             passed, said = self.probe_once(probe)
@@ -816,8 +893,7 @@ class LocalContainer:
                 return
             time.sleep(PROBE_RETRY_S)
         raise AssertionError(
-            f"{self.spec.name}: {probe.label} did not pass within {wait_s:.0f}s (last: {said})\n"
-            + self.log_tail()
+            f"{self.name}: {probe.label} did not pass within {wait_s:.0f}s (last: {said})\n" + self.log_tail()
         )
 
     def kill(self) -> None:
@@ -828,18 +904,23 @@ class LocalContainer:
 
 
 class Deployment:
-    """The containers of one deployment, started together, stopped as the runtime stops them."""
+    """The containers of one deployment (every replica of every service), started together,
+    stopped as the runtime stops them; keyed by replica name (`decider-1`)."""
 
     def __init__(
         self, specs: list[ContainerSpec], local: dict[str, LocalEnvironment], directory: Path
     ) -> None:
-        self.containers = {spec.name: LocalContainer(spec, local[spec.name], directory) for spec in specs}
+        self.containers = {
+            name: LocalContainer(spec, local[name], directory, name)
+            for spec in specs
+            for name in spec.replica_names()
+        }
 
     def __iter__(self) -> Iterator[LocalContainer]:
         return iter(self.containers.values())
 
     def diagnostics(self) -> str:
-        return "\n".join(f"--- {c.spec.name} ---\n{c.log_tail()}" for c in self)
+        return "\n".join(f"--- {c.name} ---\n{c.log_tail()}" for c in self)
 
     def start(self) -> None:
         for container in self:
@@ -858,9 +939,15 @@ class Deployment:
             for done in [pool.submit(probe, container) for container in self]:
                 done.result()
 
-    def api_url(self, name: str = "api") -> str:
-        ports = self.containers[name].ports
-        assert len(ports) == 1, f"{name} listens on {ports}"
+    def replicas(self, service: str) -> list[LocalContainer]:
+        return [container for container in self if container.spec.name == service]
+
+    def api_url(self, service: str = "api", replica: int = 0) -> str:
+        """One replica's address (each pod or container has its own): the first by default."""
+        containers = self.replicas(service)
+        assert containers, f"no {service} container: {sorted(self.containers)}"
+        ports = containers[replica].ports
+        assert len(ports) == 1, f"{containers[replica].name} listens on {ports}"
         return f"http://127.0.0.1:{next(iter(ports.values()))}"
 
     def stop(self) -> dict[str, int | None]:
@@ -883,7 +970,7 @@ class Deployment:
                     continue
                 if code is None:  # the runtime's SIGKILL
                     container.kill()
-                codes[container.spec.name] = code
+                codes[container.name] = code
                 del deadlines[container]
             time.sleep(0.05)
         return codes

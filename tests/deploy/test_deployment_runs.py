@@ -35,6 +35,7 @@ from tests.deploy.deployment import (
     Targets,
     build_venv,
     compose_containers,
+    compose_merge,
     k8s_containers,
     k8s_resources,
     local_databases,
@@ -117,18 +118,26 @@ def assert_exported(specs: list[ContainerSpec], sink: OtlpSink) -> None:
     assert set(sink.received) <= {"/v1/traces", "/v1/metrics"}, sink.received
 
 
+COMPOSE_SCALE = ROOT / "docker-compose.scale.yml"
+# What each source runs: `docker compose up` (one container a service), the same with
+# docker-compose.scale.yml over it (its `scale:`), or `kubectl apply -k` (each spec.replicas).
+SOURCES = ["compose", "compose+scale", "k8s"]
+
+
 def _containers(source: str, image: Image, venv: Path) -> tuple[list[ContainerSpec], set[str] | None]:
     """The Cairn containers `source` declares, and the host names its network answers to
     (compose service names; None for Kubernetes, whose Services are external here)."""
-    if source == "compose":
+    if source.startswith("compose"):
         compose = yaml.safe_load(COMPOSE.read_text())
+        if source == "compose+scale":
+            compose = compose_merge(compose, yaml.safe_load(COMPOSE_SCALE.read_text()))
         return compose_containers(compose, image, venv), set(compose["services"])
     return k8s_containers(k8s_resources(), image, venv), None
 
 
 @pytest.mark.integration
 @pytest.mark.e2e
-@pytest.mark.parametrize("source", ["compose", "k8s"])
+@pytest.mark.parametrize("source", SOURCES)
 def test_the_deployment_runs_as_written(
     source: str,
     kafka_bootstrap: str,
@@ -140,10 +149,14 @@ def test_the_deployment_runs_as_written(
     deployments: DeploymentFactory,
 ) -> None:
     """docker-compose.yml's services, or deploy/k8s's Deployments, as local processes with the
-    command, environment and probes the file gives them: healthy, a workflow completes, a stop
-    is clean within the grace period."""
+    command, environment and probes the file gives them, as many replicas of each as it runs:
+    every replica healthy, a workflow completes, a stop is clean within the grace period."""
     specs, hostnames = _containers(source, image, venv)
     assert sorted(spec.name for spec in specs) == sorted(SERVICES)
+    if source == "compose":
+        assert all(spec.replicas == 1 for spec in specs), {spec.name: spec.replicas for spec in specs}
+    else:  # what runs here is what the file asks for, and it asks for replicas working together
+        assert any(spec.replicas > 1 for spec in specs), f"{source} runs one container of each service"
     targets = Targets(kafka_bootstrap, mongo_url, unique, otlp=otlp_sink.url)
     exercise(deployments(specs, targets, hostnames))
     assert_exported(specs, otlp_sink)

@@ -20,12 +20,12 @@ from services.decider.handler import DeciderHandler
 from shared.adapters.embedded_bus import EmbeddedBus
 from shared.core.validation import parse_task_def, parse_workflow_def
 from shared.models.documents import WorkflowDocument
-from shared.models.messages import StartWorkflow, TaskMessage, TaskResult
+from shared.models.messages import StartWorkflow, TaskMessage, TaskResult, TimerFired
 from shared.models.runtime import TaskStatus
 from shared.ports.bus import Received
 from shared.ports.store import Commit, Store
 from shared.topics import Topics
-from tests.e2e.definitions import PIPELINE, TASK_DEFS
+from tests.e2e.definitions import FLAKY, PIPELINE, TASK_DEFS
 
 pytestmark = pytest.mark.integration
 NOW = 1_800_000_000_000
@@ -203,5 +203,53 @@ async def test_start_signal_and_timer_delivered_ten_times_change_the_workflow_on
         assert retry.retry_count == 1 and retry.dispatch_count == 1 and retry.input_data == {"n": 1, "add": 2}
         sent = {(m.task_id, m.poll_count) for m in dispatches(bus_file, topics.task_dispatch)}
         assert sent == {(add.task_id, 1), (retry.task_id, 1)}, "each execution dispatched once"
+    finally:
+        await bus.stop()
+
+
+async def test_a_cached_copy_does_not_make_a_decider_drop_what_another_replica_made_valid(
+    store: Store, fresh_store: Store, tmp_path: Path
+) -> None:
+    """With three deciders, Kafka's round-robin assignment spreads one workflow's topics over
+    different replicas. Decider A commits the start and keeps the document; decider B takes the
+    failed result and arms the retry timer; then A gets that timer's firing. Decided on A's copy,
+    the timer is unknown: the firing was rejected and dropped, and the workflow stalled until the
+    sweeper's stale scan (found by tests/deploy/test_deployment_runs.py[compose+scale]). A
+    decision that changes nothing is not fenced by a commit, so it must be made on a fresh read."""
+    topics = Topics()
+    bus = EmbeddedBus(str(tmp_path / "bus.db"))
+    now = NOW
+    try:
+        for task_def in TASK_DEFS:
+            await store.put_task_def(parse_task_def(task_def))
+        await store.put_workflow_def(parse_workflow_def(FLAKY))
+        replica_a = DeciderHandler(store, bus, topics, lambda: now)
+        replica_b = DeciderHandler(fresh_store, bus, topics, lambda: now)
+
+        def delivered(topic: str, message: StartWorkflow | TaskResult | TimerFired) -> list[Received]:
+            return [
+                Received(
+                    topic=topic, value=message.to_bytes(), key="wf-cached", headers={}, partition=0, offset=0
+                )
+            ]
+
+        start = StartWorkflow(
+            id="start:wf-cached", workflow_id="wf-cached", name="e2e_flaky_pipeline", input={"n": 1}
+        )
+        await replica_a.handle_batch(delivered(topics.workflow_start, start))
+        first = (await fresh_store.load_workflow("wf-cached")).state.tasks["flaky"]  # type: ignore[union-attr]
+        failed = TaskResult(
+            id="failed-1", workflow_instance_id="wf-cached", task_id=first.task_id, status=TaskStatus.FAILED
+        )
+        await replica_b.handle_batch(delivered(topics.task_result, failed))
+        [timer_id] = (await fresh_store.load_workflow("wf-cached")).state.timers  # type: ignore[union-attr]
+        now += 5_000  # the retry delay (3 s) has passed
+        fired = TimerFired(id=f"fired:{timer_id}", workflow_id="wf-cached", timer_id=timer_id)
+        await replica_a.handle_batch(delivered(topics.timer_fired, fired))
+        state = (await store.load_workflow("wf-cached")).state  # type: ignore[union-attr]
+        retry = state.tasks["flaky"]
+        assert (retry.retry_count, retry.status) == (1, TaskStatus.SCHEDULED), state
+        assert retry.retried_task_id == first.task_id
+        assert not state.timers
     finally:
         await bus.stop()
