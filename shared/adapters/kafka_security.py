@@ -12,7 +12,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
@@ -26,8 +26,6 @@ from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLS
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-SECURITY_PROTOCOLS: tuple[str, ...] = get_args(SecurityProtocol)
-SASL_MECHANISMS: tuple[str, ...] = get_args(SaslMechanism)
 
 
 class KafkaSecurityError(ValueError):

@@ -246,22 +246,19 @@ class AddressMap:
 
     def listeners(self, value: str, reachable: set[str], where: str) -> str:
         """A NAME://host:port,... list with every address mapped."""
-        mapped = []
-        for listener in filter(None, (part.strip() for part in value.split(","))):
-            name, sep, address = listener.partition("://")
-            if not sep:
-                raise ComposeError(f"{where}: {listener!r} is not NAME://host:port")
-            mapped.append(f"{name}://{self.host_port(address, reachable, where)}")
-        return ",".join(mapped)
+        return self._mapped_list(value, "://", "NAME://host:port", reachable, where)
 
     def voters(self, value: str, reachable: set[str], where: str) -> str:
         """An id@host:port,... list with every address mapped."""
+        return self._mapped_list(value, "@", "id@host:port", reachable, where)
+
+    def _mapped_list(self, value: str, separator: str, form: str, reachable: set[str], where: str) -> str:
         mapped = []
-        for voter in filter(None, (part.strip() for part in value.split(","))):
-            node, sep, address = voter.partition("@")
+        for entry in filter(None, (part.strip() for part in value.split(","))):
+            prefix, sep, address = entry.partition(separator)
             if not sep:
-                raise ComposeError(f"{where}: {voter!r} is not id@host:port")
-            mapped.append(f"{node}@{self.host_port(address, reachable, where)}")
+                raise ComposeError(f"{where}: {entry!r} is not {form}")
+            mapped.append(f"{prefix}{separator}{self.host_port(address, reachable, where)}")
         return ",".join(mapped)
 
     def bootstrap_arguments(self, script: str, reachable: set[str], where: str) -> str:

@@ -49,6 +49,18 @@ def _settings(servers: PrivateServers, **changes: str) -> dict[str, str]:
     return {**servers.kafka_settings, **changes}
 
 
+def _cairn(arguments: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`cairn <arguments>` as its own process, as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "cairn", *arguments],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def _security(variables: dict[str, str]) -> KafkaSecurity:
     fields = {name.removeprefix("CAIRN_").lower(): value for name, value in variables.items() if value}
     return kafka_security(CairnSettings(**fields))
@@ -158,14 +170,7 @@ def test_a_service_with_a_wrong_password_stops_at_once(
         "CAIRN_TOPIC_PREFIX": f"sec{unique}.",
         "CAIRN_STARTUP_RETRY_S": "300",
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "cairn", "run", "decider"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _cairn(["run", "decider"], env)
     assert result.returncode == 2, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert "cairn decider cannot start:" in last and "refused the credentials of 'cairn'" in last, last
@@ -189,15 +194,8 @@ async def test_services_and_a_kafka_worker_run_workflows_over_sasl_ssl(
         ids = await start_pipelines(cluster, count=10)
         # The CLI talking straight to MongoDB and Kafka (no api) takes the same settings.
         cli_env = {name: value for name, value in cluster.env.items() if name != "CAIRN_SERVER"}
-        cli = [sys.executable, "-m", "cairn", "start", "e2e_pipeline", "--json", "--id", f"{ids[0]}-cli"]
-        started = subprocess.run(
-            [*cli, "--input", json.dumps({"n": 10, "add": 2, "label": "L10"})],
-            env=cli_env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        cli = ["start", "e2e_pipeline", "--json", "--id", f"{ids[0]}-cli"]
+        started = _cairn([*cli, "--input", json.dumps({"n": 10, "add": 2, "label": "L10"})], cli_env)
         assert started.returncode == 0, started.stderr[-3000:]
         ids.append(json.loads(started.stdout)["workflowId"])
         await assert_all_completed_exactly(cluster, ids)
