@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.models.messages import OutboxMessage, StartWorkflow, TaskMessage, TimerRequest, WorkflowEvent
+from shared.models.messages import (
+    DecideRequest,
+    OutboxMessage,
+    StartWorkflow,
+    SubWorkflowEnded,
+    TaskMessage,
+    TerminateWorkflow,
+    TimerRequest,
+    WorkflowEvent,
+)
 
 
 @dataclass(frozen=True)
@@ -96,3 +105,9 @@ class Topics:
                 return self.workflow_events
             case StartWorkflow():
                 return self.workflow_start
+            case TerminateWorkflow():
+                return self.workflow_command
+            case SubWorkflowEnded():
+                return self.task_result
+            case DecideRequest():
+                return self.decide_request

@@ -91,3 +91,68 @@ stop_from_state() {
     fi
     rm -f -- "$file"
 }
+
+# ---- shared by up.sh and conductor-up.sh ----
+
+port_in_use() {
+    # true if something accepts TCP connections on 127.0.0.1:$1
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_ports N: print N distinct free TCP ports on 127.0.0.1, one per line
+free_ports() {
+    local n="$1"
+    if command -v python3 >/dev/null 2>&1; then
+        python3 - "$n" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+for s in socks:
+    print(s.getsockname()[1])
+for s in socks:
+    s.close()
+EOF
+    else
+        local -a got=()
+        local p tries=0
+        while ((${#got[@]} < n)); do
+            ((tries++ < 1000)) || die "could not find free ports"
+            p=$((20000 + RANDOM % 30000))
+            [[ " ${got[*]} " == *" $p "* ]] && continue
+            port_in_use "$p" && continue
+            got+=("$p")
+        done
+        printf '%s\n' "${got[@]}"
+    fi
+}
+
+# keep_old_log FILE: a server restarted on a kept data dir starts a fresh log; the previous
+# one is kept as FILE.1, FILE.2, ... (readiness looks for a line of the new one).
+keep_old_log() {
+    local file="$1" n=1
+    [[ -s "$file" ]] || return 0
+    while [[ -e "$file.$n" ]]; do n=$((n + 1)); done
+    mv -f -- "$file" "$file.$n"
+}
+
+# wait_exec PID: a server started with `nohup ... &` is at first a copy of this shell (same
+# command line) until it execs; pid_matches would call it dead and cleanup would miss it, leaving
+# the server to start orphaned. Wait (up to 30 s) until PID runs something else or is gone.
+wait_exec() {
+    local pid="$1" own i
+    own="$(tr '\0' ' ' <"/proc/$$/cmdline")"
+    for ((i = 0; i < 300; i++)); do
+        [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == "$own" ]] || return 0
+        sleep 0.1
+    done
+}
+
+show_log_tail() {
+    local name="$1" file="$2"
+    log "---- last lines of $name log ($file) ----"
+    tail -n 40 "$file" >&2 2>/dev/null || true
+    log "---- end of $name log ----"
+}

@@ -9,18 +9,23 @@ lost its version check (another replica, a redelivery) is reloaded and decided a
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.decider.recent import RecentDocuments
+from services.decider.snapshot import resolve_snapshot
 from shared import telemetry
 from shared.core import decide, new_workflow_state
-from shared.core.decide import Rejection
-from shared.core.validation import DefinitionError, validate_workflow_def
+from shared.core.decide import Decision, Limits
+from shared.core.plan import plan_of
+from shared.core.run import Rejection
+from shared.core.scripting import Sandbox
+from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
-from shared.models.definitions import WorkflowDef
+from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
 from shared.models.messages import (
     DECIDER_INBOUND,
@@ -28,6 +33,8 @@ from shared.models.messages import (
     DeciderInbound,
     OutboxMessage,
     StartWorkflow,
+    SubWorkflowEnded,
+    TerminateWorkflow,
     WorkflowEvent,
     workflow_id_of,
 )
@@ -59,6 +66,7 @@ batch_duration = meter.create_histogram(
 )
 
 MAX_COMMIT_ATTEMPTS = 20
+MAX_TASK_DEF_ROUNDS = 5
 
 
 class CommitConflictError(RuntimeError):
@@ -87,11 +95,22 @@ class _Plan:
 
 
 class DeciderHandler:
-    def __init__(self, store: Store, bus: Bus, topics: Topics, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus,
+        topics: Topics,
+        clock: Callable[[], int],
+        *,
+        limits: Limits | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.store = store
         self.bus = bus
         self.topics = topics
         self.clock = clock
+        self.limits = limits or Limits()
+        self.sandbox = sandbox
         self.recent = RecentDocuments()
         self._background: set[asyncio.Task[None]] = set()
 
@@ -218,12 +237,16 @@ class DeciderHandler:
                     ]
                     return plan
                 key = (start.name, start.version)
-                if key not in definitions:
-                    definitions[key] = await self._snapshot(start.name, start.version)
+                if start.workflow_def is not None:
+                    snapshot = await self._snapshot(start)
+                elif key in definitions:
+                    snapshot = definitions[key]
+                else:
+                    snapshot = definitions[key] = await self._snapshot(start)
                 traceparent = next(
                     (i.received.headers.get("traceparent") for i in items if i.message is start), None
                 )
-                document = self._new_document(start, definitions[key], now, traceparent)
+                document = self._new_document(start, snapshot, now, traceparent)
                 if document.definition is None:  # rejected start: record why, tell listeners
                     plan.commit = Commit(document, 0)
                     return plan
@@ -231,7 +254,7 @@ class DeciderHandler:
                 log.info("events for %s ignored: its start was rejected", workflow_id)
                 return plan
             try:
-                decision = decide(document.definition, document.state, events, now)
+                decision = await self._decide(document, events, now)
             except Exception as error:  # a bug in the core must not wedge the partition
                 log.exception("decide failed for %s", workflow_id)
                 reason = f"decide failed for workflow {workflow_id}: {error!r}"
@@ -262,6 +285,30 @@ class DeciderHandler:
             ]
             plan.commit = Commit(committed, document.version, tasks)
             return plan
+
+    async def _decide(self, document: WorkflowDocument, events: list[DeciderInbound], now: int) -> Decision:
+        """decide(), handed the TaskDefs of tasks named at run time when it asks for them, and
+        run off the event loop when the definition has scripts (a script may take up to its
+        time limit; heartbeats and other subscriptions go on meanwhile)."""
+        assert document.definition is not None
+        task_defs: dict[str, TaskDef | None] = {}
+        for _ in range(MAX_TASK_DEF_ROUNDS):
+            call = functools.partial(
+                decide,
+                document.definition,
+                document.state,
+                events,
+                now,
+                limits=self.limits,
+                task_defs=task_defs,
+                sandbox=self.sandbox,
+            )
+            decision = await asyncio.to_thread(call) if plan_of(document.definition).has_scripts else call()
+            if not decision.needs_task_defs:
+                return decision
+            found = await self.store.get_task_defs(sorted(decision.needs_task_defs))
+            task_defs.update({name: found.get(name) for name in decision.needs_task_defs})
+        raise RuntimeError(f"decision kept asking for TaskDefs: {sorted(task_defs)}")
 
     def _new_document(
         self,
@@ -295,42 +342,53 @@ class DeciderHandler:
             end_time=now,
             update_time=now,
         )
-        event = WorkflowEvent(
-            id=f"{start.workflow_id}:start_rejected",
-            event="start_rejected",
-            workflow_id=start.workflow_id,
-            workflow_name=start.name,
-            status=WorkflowStatus.FAILED.value,
-            reason=problem,
-        )
+        outbox: list[OutboxMessage] = [
+            WorkflowEvent(
+                id=f"{start.workflow_id}:start_rejected",
+                event="start_rejected",
+                workflow_id=start.workflow_id,
+                workflow_name=start.name,
+                status=WorkflowStatus.FAILED.value,
+                reason=problem,
+            )
+        ]
+        if start.parent_workflow_id and start.parent_workflow_task_id:
+            outbox.append(  # the SUB_WORKFLOW task waiting for this child fails with the reason
+                SubWorkflowEnded(
+                    id=f"{start.workflow_id}:ended:0",
+                    workflow_id=start.parent_workflow_id,
+                    task_id=start.parent_workflow_task_id,
+                    sub_workflow_id=start.workflow_id,
+                    status=WorkflowStatus.FAILED.value,
+                    reason=problem,
+                )
+            )
         return WorkflowDocument(
             workflow_id=start.workflow_id,
             version=1,
             state=state,
-            outbox=[event],
+            outbox=outbox,
             inbox=[start.id],
             trace_parent=traceparent,
             updated_at=now,
         )
 
-    async def _snapshot(self, name: str, version: int | None) -> tuple[WorkflowDef | None, str]:
-        """The definition to embed in a new execution, TaskDefs resolved; or why there is none."""
-        definition = await self.store.get_workflow_def(name, version)
-        if definition is None:
-            which = f"version {version}" if version is not None else "any version"
-            return None, f"workflow definition {name!r} ({which}) is not registered"
-        snapshot = definition.model_copy(deep=True)
-        simple = [
-            node for node in snapshot.all_tasks() if node.type == "SIMPLE" and node.task_definition is None
-        ]
-        task_defs = await self.store.get_task_defs(sorted({node.name for node in simple}))
-        for node in simple:
-            node.task_definition = task_defs.get(node.name)
-        try:
-            validate_workflow_def(snapshot)
-        except DefinitionError as error:
-            return None, str(error)
-        return snapshot, ""
+    async def _snapshot(self, start: StartWorkflow) -> tuple[WorkflowDef | None, str]:
+        """The definition to embed in a new execution — the registered one, or the start's
+        inline `workflowDef` — with TaskDefs resolved and sub-workflow versions fixed; or why
+        there is none."""
+        if start.workflow_def is not None:
+            try:
+                definition = parse_workflow_def(start.workflow_def)
+            except DefinitionError as error:
+                return None, f"inline workflowDef: {error}"
+        else:
+            found = await self.store.get_workflow_def(start.name, start.version)
+            if found is None:
+                which = f"version {start.version}" if start.version is not None else "any version"
+                return None, f"workflow definition {start.name!r} ({which}) is not registered"
+            definition = found
+        return await resolve_snapshot(self.store, definition)
 
     async def _publish(self, plans: Sequence[_Plan]) -> None:
         if not plans:
@@ -379,6 +437,9 @@ def _report(plan: _Plan) -> None:
 
 
 def _key(message: OutboxMessage, document: WorkflowDocument) -> str:
-    """Outbox messages are keyed by the workflow they concern: this one, except the start of a
-    failureWorkflow, keyed by the execution it starts (as every start is)."""
-    return message.workflow_id if isinstance(message, StartWorkflow) else document.workflow_id
+    """Outbox messages are keyed by the workflow they concern: a start, a terminate or a child's
+    end by the execution it is for (so it reaches that workflow's decider partition), the rest
+    by this one."""
+    if isinstance(message, StartWorkflow | TerminateWorkflow | SubWorkflowEnded | DecideRequest):
+        return message.workflow_id
+    return document.workflow_id

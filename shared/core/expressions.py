@@ -1,26 +1,24 @@
 """Conductor parameter expressions: `${workflow.input.x}`, `${ref.output.a.b[0]}`, `$${` escapes.
 
-Semantics follow Conductor's ParametersUtils:
+Semantics follow Conductor's ParametersUtils (docs/research/conductor-operators.md §2):
 - a string that is exactly one `${path}` is replaced by the value itself, keeping its type;
-- `${path}` inside a longer string is interpolated as text (null becomes the empty string; numbers,
-  booleans, objects and lists are written as JSON — Conductor writes Java's toString there);
-- a path that resolves to nothing gives null;
+- `${path}` inside a longer string is interpolated as text the way Java's `Objects.toString`
+  writes it: null as `null`, booleans `true`/`false`, maps `{a=1, b=x}`, lists `[1, 2]`;
+- `${...}` may nest: `${workflow.input.${workflow.input.key}}` resolves the inner expression
+  first, as text, then reads the outer path;
+- a path that resolves to nothing gives null; `${}` gives the empty string;
 - `$${` is an escape for a literal `${`;
-- maps and lists are evaluated recursively.
+- maps and lists are evaluated recursively; keys are never interpolated.
 The path is evaluated as JSONPath over {"workflow": {...}, "<ref>": {...}} like Conductor does.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import jsonpath
-
-_TOKEN = re.compile(r"(?<!\$)\$\{([^}]*)\}")
-_WHOLE = re.compile(r"^\$\{([^}]*)\}$")
 
 
 def resolve_path(path: str, context: Mapping[str, Any]) -> Any:
@@ -43,22 +41,92 @@ def _is_multi(expression: str) -> bool:
     return "*" in expression or ".." in expression or "?" in expression or ":" in expression
 
 
-def _to_text(value: Any) -> str:
+def java_text(value: Any) -> str:
+    """What Java's Objects.toString prints for a JSON value (Conductor's interpolation)."""
     if value is None:
-        return ""
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{key}={java_text(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(java_text(item) for item in value) + "]"
+    return str(value)
+
+
+def _java_double(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == int(value) and abs(value) < 1e7:
+        return f"{int(value)}.0"
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        mantissa = mantissa if "." in mantissa else mantissa + ".0"
+        return f"{mantissa}E{int(exponent)}"
+    return text
+
+
+def _find_tokens(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every top-level `${...}` (braces balanced), skipping `$${` escapes."""
+    tokens: list[tuple[int, int]] = []
+    index = 0
+    while True:
+        start = text.find("${", index)
+        if start < 0:
+            return tokens
+        if start > 0 and text[start - 1] == "$":
+            index = start + 2
+            continue
+        depth = 0
+        end = -1
+        for position in range(start + 1, len(text)):
+            char = text[position]
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    end = position
+                    break
+        if end < 0:
+            return tokens  # an unclosed `${` is plain text
+        tokens.append((start, end + 1))
+        index = end + 1
+
+
+def _resolve_token(body: str, context: Mapping[str, Any]) -> Any:
+    if not body.strip():
+        return ""
+    if "${" in body:
+        body = _interpolate(body, context)
+    return resolve_path(body, context)
+
+
+def _interpolate(text: str, context: Mapping[str, Any]) -> str:
+    pieces: list[str] = []
+    last = 0
+    for start, end in _find_tokens(text):
+        pieces.append(text[last:start])
+        pieces.append(java_text(_resolve_token(text[start + 2 : end - 1], context)))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces).replace("$${", "${")
 
 
 def evaluate_string(text: str, context: Mapping[str, Any]) -> Any:
-    whole = _WHOLE.match(text)
-    if whole:
-        return resolve_path(whole.group(1), context)
     if "${" not in text:
         return text
-    interpolated = _TOKEN.sub(lambda m: _to_text(resolve_path(m.group(1), context)), text)
-    return interpolated.replace("$${", "${")
+    tokens = _find_tokens(text)
+    if len(tokens) == 1 and tokens[0] == (0, len(text)):
+        return _resolve_token(text[2:-1], context)
+    return _interpolate(text, context)
 
 
 def evaluate(value: Any, context: Mapping[str, Any]) -> Any:

@@ -14,7 +14,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.core.tasktypes import REGISTRY, TaskTypeRegistry
-from shared.core.waits import WaitSpecError, wait_ends_at
 from shared.models.definitions import (
     CONDUCTOR_TASK_TYPES,
     TASK_NAME_PATTERN,
@@ -128,46 +127,132 @@ def task_def_problems(task_def: TaskDef, prefix: str = "") -> list[tuple[str, st
     return naming + ordering + [(f"{prefix}{name}", _NOT_YET) for name, used in checks if used]
 
 
+# Operator fields and the types that own them: one on any other type would be silently ignored.
+_OWNED_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "decision_cases": ("decisionCases", ("SWITCH", "DECISION")),
+    "default_case": ("defaultCase", ("SWITCH", "DECISION")),
+    "case_value_param": ("caseValueParam", ("DECISION",)),
+    "case_expression": ("caseExpression", ("DECISION",)),
+    "evaluator_type": ("evaluatorType", ("SWITCH",)),
+    "expression": ("expression", ("SWITCH",)),
+    "fork_tasks": ("forkTasks", ("FORK_JOIN",)),
+    "join_on": ("joinOn", ("JOIN", "EXCLUSIVE_JOIN")),
+    "default_exclusive_join_task": ("defaultExclusiveJoinTask", ("EXCLUSIVE_JOIN",)),
+    "loop_condition": ("loopCondition", ("DO_WHILE",)),
+    "loop_over": ("loopOver", ("DO_WHILE",)),
+    "items": ("items", ("DO_WHILE",)),
+    "sub_workflow_param": ("subWorkflowParam", ("SUB_WORKFLOW",)),
+    "dynamic_task_name_param": ("dynamicTaskNameParam", ("DYNAMIC",)),
+    "dynamic_fork_tasks_param": ("dynamicForkTasksParam", ("FORK_JOIN_DYNAMIC",)),
+    "dynamic_fork_tasks_input_param_name": ("dynamicForkTasksInputParamName", ("FORK_JOIN_DYNAMIC",)),
+    "dynamic_fork_join_tasks_param": ("dynamicForkJoinTasksParam", ()),
+    "sink": ("sink", ("EVENT",)),
+    "script_expression": ("scriptExpression", ()),
+}
+
+
+def _field_problems(node: WorkflowTask, path: str) -> list[tuple[str, str]]:
+    problems = []
+    for attribute, (alias, owners) in _OWNED_FIELDS.items():
+        value = getattr(node, attribute)
+        if value in (None, [], {}) or node.type in owners:
+            continue
+        if owners:
+            problems.append(
+                (f"{path}.{alias}", f"only a {' or '.join(owners)} task takes {alias}, not {node.type}")
+            )
+        else:
+            problems.append((f"{path}.{alias}", _NOT_YET))
+    return problems
+
+
 def _task_problems(node: WorkflowTask, path: str, registry: TaskTypeRegistry) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if node.type not in CONDUCTOR_TASK_TYPES:
-        problems.append((f"{path}.type", f"unknown task type {node.type!r}"))
-    elif not registry.supports(node.type):
+        return [(f"{path}.type", f"unknown task type {node.type!r}")]
+    if not registry.supports(node.type):
         supported = ", ".join(registry.names())
-        problems.append(
+        return [
             (
                 f"{path}.type",
                 f"task type {node.type!r} is not supported by Cairn yet (supported: {supported})",
             )
-        )
+        ]
     if node.type == "SIMPLE" and not re.match(TASK_NAME_PATTERN, node.name):
         problems.append((f"{path}.name", _NAME_RULE))
+    ref = node.task_reference_name
+    if "__" in ref:
+        problems.append((f"{path}.taskReferenceName", "'__' is reserved: loop iterations run as ref__N"))
+    if ref == "workflow":
+        problems.append((f"{path}.taskReferenceName", "'workflow' is reserved for ${workflow...}"))
     checks: list[tuple[str, bool]] = [
         ("startDelay", node.start_delay != 0),
         ("asyncComplete", node.async_complete),
         ("rateLimited", bool(node.rate_limited)),
         ("cacheConfig", node.cache_config is not None),
         ("onStateChange", bool(node.on_state_change)),
-        ("sink", node.sink is not None),
     ]
     problems += [(f"{path}.{name}", _NOT_YET) for name, used in checks if used]
-    if node.type == "WAIT":
-        problems += _wait_problems(node, path)
+    problems += _field_problems(node, path)
+    problems += registry.get(node.type).problems(node, path)
     if node.task_definition is not None:
         problems += task_def_problems(node.task_definition, f"{path}.taskDefinition.")
     return problems
 
 
-def _wait_problems(node: WorkflowTask, path: str) -> list[tuple[str, str]]:
-    """A literal duration/until must be readable now; an expression is checked when it runs."""
-    given = {k: v for k, v in node.input_parameters.items() if k in ("duration", "until")}
-    if len(given) == 2:
-        return [(f"{path}.inputParameters", "a WAIT takes either duration or until, not both")]
-    literal = {k: v for k, v in given.items() if not (isinstance(v, str) and "${" in v)}
-    try:
-        wait_ends_at(literal, 0)
-    except WaitSpecError as error:
-        return [(f"{path}.inputParameters.{next(iter(literal))}", str(error))]
+def _list_problems(
+    tasks: list[WorkflowTask], path: str, registry: TaskTypeRegistry, seen: dict[str, str]
+) -> list[tuple[str, str]]:
+    """Every node of one list and, recursively, of the lists it owns."""
+    problems: list[tuple[str, str]] = []
+    for index, node in enumerate(tasks):
+        here = f"{path}[{index}]"
+        problems += _task_problems(node, here, registry)
+        ref = node.task_reference_name
+        if ref in seen:
+            problems.append(
+                (f"{here}.taskReferenceName", f"duplicate taskReferenceName {ref!r} (also at {seen[ref]})")
+            )
+        seen.setdefault(ref, here)
+        problems += _join_problems(tasks, index, here)
+        for key, children in node.decision_cases.items():
+            problems += _list_problems(children, f"{here}.decisionCases.{key}", registry, seen)
+        problems += _list_problems(node.default_case, f"{here}.defaultCase", registry, seen)
+        for branch_index, branch in enumerate(node.fork_tasks):
+            problems += _list_problems(branch, f"{here}.forkTasks[{branch_index}]", registry, seen)
+        problems += _list_problems(node.loop_over, f"{here}.loopOver", registry, seen)
+    return problems
+
+
+def _refs_below(node: WorkflowTask) -> set[str]:
+    found: set[str] = set()
+    for child in [*node.default_case, *node.loop_over]:
+        found |= {child.task_reference_name, *_refs_below(child)}
+    for children in [*node.decision_cases.values(), *node.fork_tasks]:
+        for child in children:
+            found |= {child.task_reference_name, *_refs_below(child)}
+    return found
+
+
+def _join_problems(tasks: list[WorkflowTask], index: int, path: str) -> list[tuple[str, str]]:
+    """A fork must be followed by its JOIN, and a JOIN after a static fork may only name tasks of
+    that fork (Conductor fails such a workflow when it runs; Cairn refuses it up front)."""
+    node = tasks[index]
+    following = tasks[index + 1] if index + 1 < len(tasks) else None
+    if node.type in ("FORK_JOIN", "FORK_JOIN_DYNAMIC") and (following is None or following.type != "JOIN"):
+        return [(path, f"a {node.type} must be followed by a JOIN in the same list")]
+    if node.type != "JOIN":
+        return []
+    fork = tasks[index - 1] if index > 0 else None
+    if fork is None or fork.type not in ("FORK_JOIN", "FORK_JOIN_DYNAMIC"):
+        return [(path, "a JOIN must follow a FORK_JOIN or FORK_JOIN_DYNAMIC")]
+    if fork.type == "FORK_JOIN":
+        inside = _refs_below(fork)
+        return [
+            (f"{path}.joinOn[{i}]", f"{ref!r} is not a task of the fork {fork.task_reference_name!r}")
+            for i, ref in enumerate(node.join_on)
+            if ref not in inside
+        ]
     return []
 
 
@@ -181,17 +266,6 @@ def validate_workflow_def(definition: WorkflowDef, registry: TaskTypeRegistry = 
         ("rateLimitConfig", definition.rate_limit_config is not None),
     ]
     problems += [(name, _NOT_YET) for name, used in checks if used]
-    seen: dict[str, str] = {}
-    for index, node in enumerate(definition.tasks):
-        path = f"tasks[{index}]"
-        problems += _task_problems(node, path, registry)
-        ref = node.task_reference_name
-        if ref in seen:
-            problems.append(
-                (f"{path}.taskReferenceName", f"duplicate taskReferenceName {ref!r} (also at {seen[ref]})")
-            )
-        seen.setdefault(ref, path)
-        if ref == "workflow":
-            problems.append((f"{path}.taskReferenceName", "'workflow' is reserved for ${workflow...}"))
+    problems += _list_problems(definition.tasks, "tasks", registry, {})
     if problems:
         raise DefinitionError(problems, f"workflow definition {definition.name!r}")

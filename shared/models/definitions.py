@@ -164,6 +164,8 @@ class WorkflowTask(ConductorModel):
     async_complete: bool = False
     loop_condition: str | None = None
     loop_over: list[WorkflowTask] = Field(default_factory=list)
+    items: Any = None
+    """DO_WHILE list mode: an expression (or list) of the items to iterate over."""
     retry_count: int | None = Field(default=None, ge=0)
     evaluator_type: str | None = None
     expression: str | None = None

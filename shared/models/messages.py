@@ -42,6 +42,17 @@ class StartWorkflow(Envelope):
     version: int | None = Field(default=None, ge=1)
     input: dict[str, Any] = Field(default_factory=dict)
     correlation_id: str | None = None
+    workflow_def: dict[str, Any] | None = Field(
+        default=None,
+        description="An inline WorkflowDef to run instead of a registered one (validated like a "
+        "registration; nothing is registered).",
+    )
+    parent_workflow_id: str | None = Field(
+        default=None, description="Set when a SUB_WORKFLOW task starts this execution."
+    )
+    parent_workflow_task_id: str | None = Field(
+        default=None, description="The parent's SUB_WORKFLOW task execution, told when this one ends."
+    )
 
 
 class TaskResult(Envelope):
@@ -76,6 +87,18 @@ class TerminateWorkflow(Envelope):
     reason: str | None = None
 
 
+class SubWorkflowEnded(Envelope):
+    """A SUB_WORKFLOW's child execution ended; sent by the child's decision to its parent."""
+
+    type: Literal["subworkflow_ended"] = "subworkflow_ended"
+    workflow_id: str = Field(min_length=1, description="The parent workflow.")
+    task_id: str = Field(min_length=1, description="The parent's SUB_WORKFLOW task execution.")
+    sub_workflow_id: str = Field(min_length=1)
+    status: str = Field(description="The child's final WorkflowStatus.")
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+
+
 class TimerFired(Envelope):
     type: Literal["timer_fired"] = "timer_fired"
     workflow_id: str = Field(min_length=1)
@@ -95,7 +118,7 @@ class DecideRequest(Envelope):
 
 
 DeciderInbound = Annotated[
-    StartWorkflow | TaskResult | Signal | TerminateWorkflow | TimerFired | DecideRequest,
+    StartWorkflow | TaskResult | Signal | TerminateWorkflow | TimerFired | DecideRequest | SubWorkflowEnded,
     Field(discriminator="type"),
 ]
 DECIDER_INBOUND: TypeAdapter[DeciderInbound] = TypeAdapter(DeciderInbound)
@@ -126,6 +149,8 @@ class TaskMessage(Envelope):
     poll_count: int = 0
     scheduled_time: int = 0
     response_timeout_seconds: int = 0
+    correlation_id: str | None = None
+    workflow_version: int | None = None
 
 
 class TimerRequest(Envelope):
@@ -153,8 +178,18 @@ class WorkflowEvent(Envelope):
 
 
 OutboxMessage = Annotated[
-    TaskMessage | TimerRequest | WorkflowEvent | StartWorkflow, Field(discriminator="type")
+    TaskMessage
+    | TimerRequest
+    | WorkflowEvent
+    | StartWorkflow
+    | TerminateWorkflow
+    | SubWorkflowEnded
+    | DecideRequest,
+    Field(discriminator="type"),
 ]
-"""What a decision publishes after its commit; a StartWorkflow starts a failureWorkflow."""
+"""What a decision publishes after its commit: task dispatches, timer requests, lifecycle events,
+starts (failureWorkflow, SUB_WORKFLOW, START_WORKFLOW), terminations of child executions, a
+child's end reported to its parent, and a decide request to itself when a decision stopped at its
+step budget."""
 OUTBOX_MESSAGE: TypeAdapter[OutboxMessage] = TypeAdapter(OutboxMessage)
 WORKER_TASK: TypeAdapter[TaskMessage] = TypeAdapter(TaskMessage)

@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from shared.models.definitions import WorkflowTask
+
 
 class CamelModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -96,6 +98,10 @@ class TaskState(CamelModel):
     totalTimeoutSeconds)."""
     timeout_alerted: bool = False
     """The execution ran past timeoutSeconds under ALERT_ONLY and the alert went out (once)."""
+    sub_workflow_id: str | None = None
+    """SUB_WORKFLOW: the child execution this task runs (Conductor's Task.subWorkflowId)."""
+    loop_over_task: bool = False
+    """The execution runs inside a DO_WHILE body (Conductor's Task.loopOverTask)."""
     # The workflow document version whose commit made this record current. A record written
     # before a commit that then failed carries a version the document never reached.
     workflow_version: int = 0
@@ -108,6 +114,16 @@ class PendingTimer(CamelModel):
     purpose: str
     fire_at: int
     task_id: str | None = None
+
+
+class DynamicNode(CamelModel):
+    """A task node made at run time (a FORK_JOIN_DYNAMIC branch): the plan of the definition
+    does not know it, so the state carries it while it can still run."""
+
+    node: WorkflowTask
+    parent: str
+    """Reference name of the FORK_JOIN_DYNAMIC that made it."""
+    branch: int
 
 
 class WorkflowState(CamelModel):
@@ -137,3 +153,11 @@ class WorkflowState(CamelModel):
     """The workflow passed its timeoutSeconds under ALERT_ONLY and the alert went out (once)."""
     failure_workflow_id: str | None = None
     """The failureWorkflow execution this workflow's failure started (the link, this side)."""
+    epoch: int = 0
+    """Bumped by restart and rerun, so a new run's execution ids never collide with the past."""
+    parent_workflow_id: str | None = None
+    """Set on a SUB_WORKFLOW's child: the workflow whose task started it."""
+    parent_workflow_task_id: str | None = None
+    """The parent's SUB_WORKFLOW task execution that this child reports its end to."""
+    dynamic_nodes: dict[str, DynamicNode] = Field(default_factory=dict)
+    """Nodes of open dynamic forks, by reference name (see DynamicNode)."""

@@ -352,7 +352,8 @@ def test_in_progress_report_extends_the_response_deadline() -> None:
     d = look_again(definition, d, NOW + 40_000)
     assert not d.changed and d.state.tasks["a"].status is TaskStatus.IN_PROGRESS
     d = look_again(definition, d, NOW + 50_000)
-    assert d.state.status is WorkflowStatus.FAILED and "TIMED_OUT" in d.state.reason_for_incompletion
+    # A task that timed out for good ends its workflow TIMED_OUT, as Conductor's decider does.
+    assert d.state.status is WorkflowStatus.TIMED_OUT and "TIMED_OUT" in d.state.reason_for_incompletion
 
 
 def test_a_result_in_the_same_batch_beats_the_deadline() -> None:
@@ -523,8 +524,9 @@ def test_total_timeout_across_attempts_is_not_retried() -> None:
     assert armed.fire_at == NOW + 100_000, "armed at the first attempt's deadline"
     fired = TimerFired(id="f-total", workflow_id="wf-1", timer_id=armed.timer_id)
     d = decide(definition, d.state, [fired], NOW + 100_000)
-    assert (
-        d.state.status is WorkflowStatus.FAILED and "totalTimeoutSeconds" in d.state.reason_for_incompletion
+    assert (  # timed out for good: the workflow is TIMED_OUT (Conductor)
+        d.state.status is WorkflowStatus.TIMED_OUT
+        and "totalTimeoutSeconds" in d.state.reason_for_incompletion
     )
     assert d.state.tasks["a"].retry_count == 2, "no further attempt"
 

@@ -22,15 +22,32 @@ def test_workflow_id_and_whole_input() -> None:
 def test_interpolation_inside_strings() -> None:
     assert evaluate("hello ${workflow.input.name}, x=${workflow.input.x}", CONTEXT) == "hello ada, x=5"
     assert evaluate("flag=${workflow.input.flag} items=${workflow.input.items}", CONTEXT) == (
-        "flag=true items=[1,2]"
+        "flag=true items=[1, 2]"
     )
+
+
+def test_interpolation_writes_what_java_writes() -> None:
+    """Conductor interpolates with Objects.toString: null as `null`, maps as {k=v}."""
+    context = {"workflow": {"input": {"m": {"a": 1, "b": "x"}, "f": 1.5, "w": 2.0, "n": None}}}
+    assert evaluate("m=${workflow.input.m}", context) == "m={a=1, b=x}"
+    assert evaluate("f=${workflow.input.f} w=${workflow.input.w}", context) == "f=1.5 w=2.0"
+    assert evaluate("n=${workflow.input.n} missing=${workflow.input.zz}", context) == "n=null missing=null"
+    assert evaluate("blank=${}", context) == "blank="
+
+
+def test_nested_expressions_resolve_the_inner_one_first() -> None:
+    context = {"workflow": {"input": {"key": "x", "x": 42, "refs": {"x": "y"}, "y": [7]}}}
+    assert evaluate("${workflow.input.${workflow.input.key}}", context) == 42
+    assert evaluate("v=${workflow.input.${workflow.input.key}}", context) == "v=42"
+    assert evaluate("${workflow.input.${workflow.input.refs.${workflow.input.key}}}", context) == [7]
+    assert evaluate("${workflow.input.${workflow.input.nope}}", context) is None
 
 
 def test_missing_path_is_null() -> None:
     assert evaluate("${workflow.input.nope}", CONTEXT) is None
     assert evaluate("${unknownref.output.x}", CONTEXT) is None
     assert evaluate("${first.output.n}", CONTEXT) is None
-    assert evaluate("[${workflow.input.nope}]", CONTEXT) == "[]"
+    assert evaluate("[${workflow.input.nope}]", CONTEXT) == "[null]"
 
 
 def test_escape_keeps_literal() -> None:

@@ -1,11 +1,12 @@
-"""DESIGN.md §6: the pure core imports only the standard library, pydantic and pure helpers."""
+"""DESIGN.md §6: the pure core imports only the standard library, pydantic and pure helpers —
+and, as the only evaluators, the embedded JavaScript (QuickJS) and jq engines."""
 
 import ast
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED_THIRD_PARTY = {"pydantic", "pydantic_core", "jsonpath", "typing_extensions"}
+ALLOWED_THIRD_PARTY = {"pydantic", "pydantic_core", "jsonpath", "typing_extensions", "quickjs", "jq"}
 ALLOWED_FIRST_PARTY = ("shared.core", "shared.models")
 
 

@@ -29,7 +29,15 @@ def test_every_example_parses_as_the_message_it_shows() -> None:
     assert len(examples) >= 9
     for example in examples:
         data = json.loads(example)
-        inbound = {"start_workflow", "task_result", "signal", "terminate", "timer_fired", "decide_request"}
+        inbound = {
+            "start_workflow",
+            "task_result",
+            "signal",
+            "terminate",
+            "timer_fired",
+            "decide_request",
+            "subworkflow_ended",
+        }
         if data["type"] in inbound:
             DECIDER_INBOUND.validate_python(data)
         else:

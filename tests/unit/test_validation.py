@@ -33,7 +33,7 @@ def test_unknown_task_type_names_the_path() -> None:
 
 def test_unsupported_conductor_type_is_named() -> None:
     data = definition()
-    data["tasks"][0]["type"] = "FORK_JOIN"
+    data["tasks"][0]["type"] = "KAFKA_PUBLISH"
     [(path, message)] = problems(data)
     assert path == "tasks[0].type" and "not supported by Cairn yet" in message
 

@@ -1,15 +1,28 @@
 """One module per task type behind a registry, like Conductor's TaskMapper per type.
 
-A task type decides what scheduling a task execution means (dispatch it to workers, or wait for
-a signal) and whether external signals may complete it. Registering a type twice, or asking for a
-type nobody registered, fails loudly.
+A task type decides what starting an execution means, how it drives the lists it owns and
+whether external signals may complete it (base.py has the contract). Registering a type twice,
+or asking for a type nobody registered, fails loudly.
 """
 
 from __future__ import annotations
 
-from shared.core.tasktypes.base import ScheduleContext, TaskType, UnknownTaskTypeError
+from shared.core.tasktypes.base import BaseTaskType, Engine, TaskType, UnknownTaskTypeError
+from shared.core.tasktypes.do_while import DoWhileTask
+from shared.core.tasktypes.dynamic import DynamicTask
+from shared.core.tasktypes.fork import ForkJoinTask
+from shared.core.tasktypes.fork_dynamic import ForkJoinDynamicTask
+from shared.core.tasktypes.inline import InlineTask
+from shared.core.tasktypes.join import ExclusiveJoinTask, JoinTask
+from shared.core.tasktypes.json_jq import JsonJqTransformTask
+from shared.core.tasktypes.noop import NoopTask
+from shared.core.tasktypes.set_variable import SetVariableTask
 from shared.core.tasktypes.simple import SimpleTask
-from shared.core.tasktypes.wait import WaitTask
+from shared.core.tasktypes.subworkflow import StartWorkflowTask, SubWorkflowTask
+from shared.core.tasktypes.switch import DecisionTask, SwitchTask
+from shared.core.tasktypes.system import EventTask, HttpTask
+from shared.core.tasktypes.terminate import TerminateTask
+from shared.core.tasktypes.wait import HumanTask, WaitTask
 
 
 class TaskTypeRegistry:
@@ -36,11 +49,32 @@ class TaskTypeRegistry:
 
 def default_registry() -> TaskTypeRegistry:
     registry = TaskTypeRegistry()
-    registry.register(SimpleTask())
-    registry.register(WaitTask())
+    for task_type in (
+        SimpleTask(),
+        WaitTask(),
+        HumanTask(),
+        SwitchTask(),
+        DecisionTask(),
+        DoWhileTask(),
+        ForkJoinTask(),
+        ForkJoinDynamicTask(),
+        JoinTask(),
+        ExclusiveJoinTask(),
+        SubWorkflowTask(),
+        StartWorkflowTask(),
+        SetVariableTask(),
+        TerminateTask(),
+        InlineTask(),
+        JsonJqTransformTask(),
+        NoopTask(),
+        DynamicTask(),
+        HttpTask(),
+        EventTask(),
+    ):
+        registry.register(task_type)
     return registry
 
 
 REGISTRY = default_registry()
 
-__all__ = ["REGISTRY", "ScheduleContext", "TaskType", "TaskTypeRegistry", "UnknownTaskTypeError"]
+__all__ = ["REGISTRY", "BaseTaskType", "Engine", "TaskType", "TaskTypeRegistry", "UnknownTaskTypeError"]

@@ -1,20 +1,22 @@
-"""SIMPLE: executed by an external worker; scheduling means handing a task message to workers."""
+"""SIMPLE: executed by an external worker; starting it means handing a task message to workers."""
 
 from __future__ import annotations
 
 from shared.core import ids
-from shared.core.tasktypes.base import ScheduleContext
+from shared.core.refs import Scope
+from shared.core.tasktypes.base import BaseTaskType, Engine
 from shared.models.definitions import TaskDef, WorkflowTask
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskState, TaskStatus
 
 
-def dispatch(ctx: ScheduleContext, task: TaskState, response_timeout_seconds: int = 0) -> None:
+def dispatch(engine: Engine, task: TaskState, response_timeout_seconds: int = 0) -> None:
     """Emit one delivery of this execution to workers; each delivery has its own message id."""
     task.dispatch_count += 1
     task.status = TaskStatus.SCHEDULED
-    task.update_time = ctx.now
-    ctx.outbox.append(
+    task.update_time = engine.now
+    engine.touch(task)
+    engine.publish(
         TaskMessage(
             id=ids.dispatch_message_id(task.task_id, task.dispatch_count),
             task_id=task.task_id,
@@ -28,6 +30,8 @@ def dispatch(ctx: ScheduleContext, task: TaskState, response_timeout_seconds: in
             poll_count=task.dispatch_count,
             scheduled_time=task.scheduled_time,
             response_timeout_seconds=response_timeout_seconds,
+            correlation_id=engine.state.correlation_id,
+            workflow_version=engine.state.workflow_version,
         )
     )
 
@@ -37,11 +41,15 @@ def response_timeout_of(node: WorkflowTask) -> int:
     return (node.task_definition or TaskDef(name=node.name)).response_timeout_seconds
 
 
-class SimpleTask:
-    name = "SIMPLE"
+class WorkerTask(BaseTaskType):
+    """A task some worker runs: dispatched on its type's topic, finished by a TaskResult."""
+
     retriable = True
-    accepts_signals = False
     worker_executed = True
 
-    def schedule(self, ctx: ScheduleContext, node: WorkflowTask, task: TaskState) -> None:
-        dispatch(ctx, task, response_timeout_of(node))
+    def start(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> None:
+        dispatch(engine, task, engine.task_def_of(task).response_timeout_seconds)
+
+
+class SimpleTask(WorkerTask):
+    name = "SIMPLE"

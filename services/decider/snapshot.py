@@ -1,0 +1,48 @@
+"""The definition snapshot a new execution embeds: what it runs for its whole life, whatever
+happens to the registered definitions afterwards."""
+
+from __future__ import annotations
+
+from shared.core.validation import DefinitionError, validate_workflow_def
+from shared.models.definitions import WorkflowDef, WorkflowTask
+from shared.ports.store import Store
+
+
+async def resolve_snapshot(store: Store, definition: WorkflowDef) -> tuple[WorkflowDef | None, str]:
+    """A deep copy of `definition` with, as Conductor's MetadataMapperService does:
+    - every task's registered TaskDef (by the task's name) embedded where it has none inline —
+      a SIMPLE task without one runs under TaskDef's defaults, a system task under no retries;
+    - every SUB_WORKFLOW without a version fixed to the latest version registered now (a name
+      nobody registered refuses the start: the child could never run).
+    Returns (None, why) when the snapshot cannot run."""
+    snapshot = definition.model_copy(deep=True)
+    nodes = snapshot.all_tasks()
+    wanted = sorted({node.name for node in nodes if node.task_definition is None})
+    task_defs = await store.get_task_defs(wanted) if wanted else {}
+    for node in nodes:
+        if node.task_definition is None and node.name in task_defs:
+            node.task_definition = task_defs[node.name]
+    for node in nodes:
+        problem = await _fix_sub_workflow_version(store, node)
+        if problem:
+            return None, problem
+    try:
+        validate_workflow_def(snapshot)
+    except DefinitionError as error:
+        return None, str(error)
+    return snapshot, ""
+
+
+async def _fix_sub_workflow_version(store: Store, node: WorkflowTask) -> str:
+    params = node.sub_workflow_param
+    if node.type != "SUB_WORKFLOW" or params is None or params.version is not None:
+        return ""
+    if (params.model_extra or {}).get("workflowDefinition") is not None:
+        return ""
+    if not params.name or "${" in params.name:
+        return ""  # chosen at run time: the child's own start finds the latest version
+    latest = await store.get_workflow_def(params.name, None)
+    if latest is None:
+        return f"sub-workflow {params.name!r} of task {node.task_reference_name!r} is not registered"
+    params.version = latest.version
+    return ""

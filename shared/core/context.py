@@ -1,0 +1,99 @@
+"""The data `${...}` expressions read: `workflow` and one entry per task reference.
+
+Built lazily: an expression names one or two references, so a decision in a workflow with a
+thousand executions reads two of them instead of copying a thousand (Conductor builds the whole
+map for every task it schedules). `ref` reads the latest execution of that node (inside a loop:
+the current iteration; after it: the last one); `ref__N` reads iteration N, from the execution
+itself while it is current, else from its DO_WHILE's output, which keeps each iteration's
+outputs (as Conductor's does, trimmed by keepLastN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from shared.core.plan import Plan
+from shared.core.refs import node_ref, scope_of
+from shared.models.runtime import TaskState, WorkflowState
+
+
+def workflow_entry(state: WorkflowState) -> dict[str, Any]:
+    return {
+        "workflowId": state.workflow_id,
+        "workflowType": state.workflow_name,
+        "version": state.workflow_version,
+        "input": state.input,
+        "output": state.output,
+        "status": state.status.value,
+        "variables": state.variables,
+        "correlationId": state.correlation_id,
+        "reasonForIncompletion": state.reason_for_incompletion,
+        "parentWorkflowId": state.parent_workflow_id,
+        "parentWorkflowTaskId": state.parent_workflow_task_id,
+        "schemaVersion": 2,
+        "createTime": state.create_time,
+        "startTime": state.start_time,
+    }
+
+
+def task_entry(task: TaskState) -> dict[str, Any]:
+    return {
+        "input": task.input_data,
+        "output": task.output_data,
+        "status": task.status.value,
+        "taskId": task.task_id,
+        "taskType": task.task_type,
+        "taskDefName": task.task_def_name,
+        "referenceTaskName": task.reference_task_name,
+        "retryCount": task.retry_count,
+        "pollCount": task.dispatch_count,
+        "iteration": task.iteration,
+        "reasonForIncompletion": task.reason_for_incompletion,
+        "workerId": task.worker_id,
+        "callbackAfterSeconds": task.callback_after_seconds,
+        "scheduledTime": task.scheduled_time,
+        "startTime": task.start_time,
+        "endTime": task.end_time,
+        "workflowInstanceId": task.workflow_instance_id,
+        "subWorkflowId": task.sub_workflow_id,
+    }
+
+
+class ExpressionContext(Mapping[str, Any]):
+    def __init__(self, state: WorkflowState, plan: Plan) -> None:
+        self._state = state
+        self._plan = plan
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "workflow":
+            return workflow_entry(self._state)
+        node = node_ref(key)
+        task = self._state.tasks.get(node)
+        if task is not None and (key == node or task.reference_task_name == key):
+            return task_entry(task)
+        if key != node:
+            output = self._iteration_output(node, key)
+            if output is not None:
+                return {"output": output, "referenceTaskName": key}
+        raise KeyError(key)
+
+    def _iteration_output(self, node: str, key: str) -> dict[str, Any] | None:
+        """Iteration N's output of a loop body node, kept in its DO_WHILE's output."""
+        place = self._plan.place(node)
+        scope = scope_of(key)
+        if place is None or not place.loops or len(scope) != len(place.loops):
+            return None
+        loop = self._state.tasks.get(place.loops[-1])
+        if loop is None:
+            return None
+        iteration = loop.output_data.get(str(scope[-1]))
+        found = iteration.get(node) if isinstance(iteration, dict) else None
+        return found if isinstance(found, dict) else None
+
+    def __iter__(self) -> Iterator[str]:
+        yield "workflow"
+        yield from self._state.tasks
+
+    def __len__(self) -> int:
+        return 1 + len(self._state.tasks)
