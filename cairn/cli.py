@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cairn.backends import DEFAULT_SERVER, Backend, BackendError, backend_for
+from cairn.tree import is_nested, line, task_tree
 from shared.config import CairnSettings
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
 from shared.models.definitions import TaskDef, WorkflowDef
@@ -446,6 +447,9 @@ def status(workflow_id: str, as_json: JsonOption = False, server: ServerOption =
     console.print(f"input:  {json.dumps(workflow['input'])}")
     if workflow["status"] != "RUNNING":
         console.print(f"output: {json.dumps(workflow['output'])}")
+    if is_nested(workflow):  # operators: the executions as a tree, iterations numbered
+        console.print(task_tree(workflow, "[dim]tasks[/]", lambda task: line(task, _styled)))
+        return
     table = _table("seq", "ref", "type", "status", "attempt", "output", "updated")
     for task in workflow["tasks"]:
         table.add_row(

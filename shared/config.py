@@ -63,6 +63,22 @@ class CairnSettings(BaseSettings):
     )
     topic_prefix: str = Field("cairn.", description="Prefix of every topic name.")
     decider_max_batch: int = Field(200, description="Messages the decider takes per batch.")
+    decision_max_steps: int = Field(
+        200,
+        ge=1,
+        description="Server-side tasks (INLINE, SWITCH, loop iterations, ...) one decision may run before it "
+        "commits and continues in a decision of its own, so no decision runs unbounded.",
+    )
+    script_timeout_ms: int = Field(
+        4000, ge=1, description="Time limit of one JavaScript or jq evaluation (Conductor's default: 4 s)."
+    )
+    script_memory_mb: int = Field(64, ge=1, description="Memory limit of one JavaScript or jq evaluation.")
+    jq_workers: int = Field(
+        2,
+        ge=1,
+        description="Helper processes the decider runs jq in (jq cannot be stopped inside a process; a "
+        "helper past its time limit is killed and replaced).",
+    )
     sweeper_interval_s: float = Field(5.0, description="Seconds between sweeps.")
     sweeper_outbox_grace_s: float = Field(
         30.0,

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shared.core.plan import plan_of
+from shared.core.refs import node_ref
+from shared.models.definitions import WorkflowTask
 from shared.models.documents import WorkflowDocument
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskState
@@ -33,20 +36,31 @@ def task_json(task: TaskState, *, workflow: WorkflowDocument | None = None) -> d
             "workflowPriority": 0,
             "rateLimitPerFrequency": 0,
             "rateLimitFrequencyInSeconds": 0,
-            "loopOverTask": False,
             "subworkflowChanged": False,
             "queueWaitTime": max(task.start_time - task.scheduled_time, 0) if task.start_time else 0,
             "correlationId": workflow.state.correlation_id if workflow else None,
             "taskStatus": task.status.value,
         }
     )
+    body["loopOverTask"] = task.loop_over_task
     if workflow is not None and workflow.definition is not None:
-        node = next(
-            (n for n in workflow.definition.tasks if n.task_reference_name == task.reference_task_name), None
-        )
+        node = node_for(workflow, task)
         if node is not None:
             body["workflowTask"] = node.model_dump(by_alias=True, mode="json", exclude_none=True)
     return body
+
+
+def node_for(workflow: WorkflowDocument, task: TaskState) -> WorkflowTask | None:
+    """The definition node an execution ran (a loop iteration's `x__3` is node `x`; a dynamic
+    fork's branch lives in the state while its fork is open)."""
+    ref = node_ref(task.reference_task_name)
+    dynamic = workflow.state.dynamic_nodes.get(ref)
+    if dynamic is not None:
+        return dynamic.node
+    if workflow.definition is None:
+        return None
+    place = plan_of(workflow.definition).place(ref)
+    return place.node if place else None
 
 
 def polled_task_json(task: TaskMessage, worker_id: str, now: int) -> dict[str, Any]:
@@ -110,8 +124,8 @@ def workflow_json(document: WorkflowDocument, tasks: list[TaskState] | None) -> 
         "ownerApp": None,
         "createdBy": None,
         "updatedBy": None,
-        "parentWorkflowId": None,
-        "parentWorkflowTaskId": None,
+        "parentWorkflowId": state.parent_workflow_id,
+        "parentWorkflowTaskId": state.parent_workflow_task_id,
         "reRunFromWorkflowId": None,
         "event": None,
         "lastRetriedTime": 0,

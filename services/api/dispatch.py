@@ -22,6 +22,7 @@ from typing import Any
 
 from services.api.conductor import polled_task_json
 from shared import telemetry
+from shared.core.refs import node_ref
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.documents import WorkflowDocument
 from shared.models.messages import WORKER_TASK, TaskMessage, TaskResult
@@ -49,7 +50,7 @@ def is_stale(document: WorkflowDocument | None, task: TaskMessage) -> bool:
     state = document.state
     if state.status.is_terminal:
         return True
-    current = state.tasks.get(task.reference_task_name)
+    current = state.tasks.get(node_ref(task.reference_task_name))
     if current is None:
         return False
     if current.task_id == task.task_id:

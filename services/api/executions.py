@@ -15,6 +15,7 @@ from services.api.conductor import workflow_json, workflow_summary_json
 from services.api.context import ApiContext, ApiError, context
 from services.api.views import load_executions
 from shared import telemetry
+from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import outgoing
 from shared.models.documents import WorkflowDocument
 from shared.models.messages import StartWorkflow, TerminateWorkflow
@@ -25,7 +26,9 @@ Ctx = Annotated[ApiContext, Depends(context)]
 
 
 class StartWorkflowRequest(CamelModel):
-    """Conductor's StartWorkflowRequest (fields Cairn does not use are accepted and ignored)."""
+    """Conductor's StartWorkflowRequest (fields Cairn does not use are accepted and ignored).
+    With `workflowDef`, that definition runs (validated like a registration) instead of a
+    registered one."""
 
     name: str = Field(min_length=1)
     version: int | None = None
@@ -38,13 +41,15 @@ class StartWorkflowRequest(CamelModel):
 
 
 async def _start(ctx: ApiContext, request: StartWorkflowRequest) -> str:
+    inline: dict[str, Any] | None = None
     if request.workflow_def is not None:
-        raise ApiError(
-            400,
-            "workflowDef: inline definitions are not supported; register it with POST /api/metadata/workflow",
-            [("workflowDef", "inline definitions are not supported")],
-        )
-    if await ctx.store.get_workflow_def(request.name, request.version) is None:
+        # Validated like a registration, run from its snapshot, registered nowhere.
+        try:
+            inline = parse_workflow_def(request.workflow_def).to_json_dict()
+        except DefinitionError as error:
+            problems = [(f"workflowDef.{path}", text) for path, text in error.problems]
+            raise ApiError(400, f"workflowDef: {error}", problems) from None
+    elif await ctx.store.get_workflow_def(request.name, request.version) is None:
         which = f"version {request.version} of " if request.version is not None else ""
         raise ApiError(404, f"no {which}workflow definition named {request.name!r}; register it first")
     workflow_id = request.workflow_id or str(uuid.uuid4())
@@ -55,6 +60,7 @@ async def _start(ctx: ApiContext, request: StartWorkflowRequest) -> str:
         version=request.version,
         input=request.input,
         correlation_id=request.correlation_id,
+        workflow_def=inline,
     )
     await ctx.bus.publish([outgoing(ctx.topics.workflow_start, message, workflow_id, telemetry.inject())])
     await _until_visible(ctx, workflow_id)

@@ -14,6 +14,7 @@ from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context
 from services.api.views import find_execution, load_executions
 from shared import telemetry
+from shared.core.refs import node_ref
 from shared.core.tasktypes import REGISTRY
 from shared.messaging import outgoing
 from shared.models.definitions import TASK_NAME_PATTERN
@@ -179,7 +180,9 @@ async def update_task_by_ref(
     document = await ctx.store.load_workflow(workflow_id)
     if document is None:
         raise ApiError(404, f"no workflow with id {workflow_id!r}")
-    task = document.state.tasks.get(task_ref_name)
+    task = document.state.tasks.get(node_ref(task_ref_name))
+    if task is not None and task_ref_name != task.reference_task_name and "__" in task_ref_name:
+        task = None  # another iteration of a loop body task
     if task is None:
         raise ApiError(404, f"workflow {workflow_id!r} has no task {task_ref_name!r} scheduled")
     if task.status.is_terminal or document.state.status.is_terminal:

@@ -3,7 +3,8 @@
 Built lazily: an expression names one or two references, so a decision in a workflow with a
 thousand executions reads two of them instead of copying a thousand (Conductor builds the whole
 map for every task it schedules). `ref` reads the latest execution of that node (inside a loop:
-the current iteration; after it: the last one); `ref__N` reads iteration N, from the execution
+the current iteration, or the latest earlier one while this one has not run it yet; after the
+loop: the last one); `ref__N` reads iteration N, from the execution
 itself while it is current, else from its DO_WHILE's output, which keeps each iteration's
 outputs (as Conductor's does, trimmed by keepLastN).
 """
@@ -76,7 +77,24 @@ class ExpressionContext(Mapping[str, Any]):
             output = self._iteration_output(node, key)
             if output is not None:
                 return {"output": output, "referenceTaskName": key}
+        elif task is None:
+            latest = self._latest_iteration_output(node)
+            if latest is not None:
+                return {"output": latest}
         raise KeyError(key)
+
+    def _latest_iteration_output(self, node: str) -> dict[str, Any] | None:
+        """A loop body node not run yet in this iteration reads as its latest earlier one
+        (Conductor resolves `ref` to the last execution in the task list)."""
+        place = self._plan.place(node)
+        loop = self._state.tasks.get(place.loops[-1]) if place and place.loops else None
+        if loop is None:
+            return None
+        for key in sorted((k for k in loop.output_data if k.isdigit()), key=int, reverse=True):
+            found = loop.output_data[key].get(node) if isinstance(loop.output_data[key], dict) else None
+            if isinstance(found, dict):
+                return found
+        return None
 
     def _iteration_output(self, node: str, key: str) -> dict[str, Any] | None:
         """Iteration N's output of a loop body node, kept in its DO_WHILE's output."""

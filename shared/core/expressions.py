@@ -15,15 +15,21 @@ The path is evaluated as JSONPath over {"workflow": {...}, "<ref>": {...}} like 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import jsonpath
 
+_NUMERIC_MEMBER = re.compile(r"\.(\d+)(?=[.\[]|$)")
+
 
 def resolve_path(path: str, context: Mapping[str, Any]) -> Any:
-    """Evaluate one `${...}` body. Missing paths and unparsable paths give None, as in Conductor."""
-    expression = path.strip()
+    """Evaluate one `${...}` body. Missing paths and unparsable paths give None, as in Conductor.
+
+    `.2` is a member name, as Jayway JsonPath (Conductor's) reads it: `${loop.output.2.body}` is
+    iteration 2 of a DO_WHILE's output."""
+    expression = _NUMERIC_MEMBER.sub(lambda m: f"['{m.group(1)}']", path.strip())
     if not expression.startswith("$"):
         expression = "$." + expression
     try:

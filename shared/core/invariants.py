@@ -1,9 +1,10 @@
 """The invariants a committed workflow state must satisfy, whatever happened to its messages.
 
-A RUNNING workflow that has nothing live is stuck for good: no worker holds a task, no timer will
-fire, so no event will ever arrive to move it. The core never commits such a state, the sweeper
-checks every workflow it finds idle against these rules, and the tests check every state they
-observe. Pure: no I/O.
+A RUNNING workflow that waits for nothing outside itself is stuck for good: no worker holds a
+task, no signal or child workflow is awaited, no timer will fire, so no event will ever arrive to
+move it. (A live JOIN or DO_WHILE does not count: it only moves when something below it does.)
+The core never commits such a state, the sweeper checks every workflow it finds idle against
+these rules, and the tests check every state they observe. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from shared.models.runtime import WorkflowState, WorkflowStatus
 def invariant_violations(state: WorkflowState, registry: TaskTypeRegistry = REGISTRY) -> list[str]:
     """Why this state breaks an invariant; empty when it is healthy."""
     live = sorted(ref for ref, task in state.tasks.items() if not task.status.is_terminal)
+    waiting = [
+        ref
+        for ref in live
+        if not registry.supports(state.tasks[ref].kind) or not registry.get(state.tasks[ref].kind).server_side
+    ]
     problems: list[str] = []
-    if state.status is WorkflowStatus.RUNNING and not live and not state.timers:
+    if state.status is WorkflowStatus.RUNNING and not waiting and not state.timers:
         problems.append(
             f"workflow {state.workflow_id} is RUNNING with no task scheduled or in progress "
             "and no timer armed: nothing can move it"

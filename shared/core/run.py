@@ -48,7 +48,7 @@ class Limits:
     """What bounds one decision: the server-side steps it may take before it commits and asks
     itself to go on (each script's own limits are the sandbox's)."""
 
-    max_steps: int = 500
+    max_steps: int = 200
 
 
 DEFAULT_LIMITS = Limits()

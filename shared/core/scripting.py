@@ -1,11 +1,16 @@
 """Scripts inside a decision: JavaScript (INLINE, SWITCH, DO_WHILE's loopCondition) and jq
 (JSON_JQ_TRANSFORM), each bounded in time and memory, and reproducible.
 
-JavaScript runs in QuickJS (PyPI `quickjs-ng`), a fresh context per evaluation so no script sees
-another's globals: no file, network, process or module access exists in it; a time limit
-(Conductor's default 4 s) and a memory limit stop runaway scripts with an error, and the host
-goes on. `Date.now()`, `new Date()` and `Math.random()` are derived from the decision's clock
-and a seed (the execution id), so a decision computed twice computes the same values. The
+JavaScript runs in QuickJS (PyPI `quickjs-ng`), a fresh context per evaluation (~0.3 ms) so no
+script sees another's globals or what it did to Math or Date: no file, network, process or module
+access exists in it; a time limit (Conductor's default 4 s) and a memory limit (exact: QuickJS
+counts every allocation) stop runaway scripts with an error, and the host goes on. The time
+limit is QuickJS's, measured in CPU time of the whole process (its interrupt handler reads
+clock()): it always stops a runaway script, but may stop one early while other threads of the
+process are busy — a script that really needs seconds of CPU should get a larger
+CAIRN_SCRIPT_TIMEOUT_MS. `Date.now()`, `new Date()` and `Math.random()` are derived from the
+decision's clock and a seed (the execution id), so a decision computed twice computes the same
+values (local-time Date methods follow the host's time zone: run services in UTC). The
 script is a Script as in Conductor (its value is the last expression's; a top-level `return` is
 a syntax error, so a function body is written as `(function(){ ... })()`), with `$` bound to the
 input. Why QuickJS and not V8: docs/operators.md, "Scripts".

@@ -120,8 +120,9 @@ class DoWhileTask(BaseTaskType):
         output[str(task.iteration)] = self._body_outputs(engine, node, task, scope)
         keep = node.input_parameters.get("keepLastN")
         if isinstance(keep, int) and not isinstance(keep, bool) and keep > 0 and task.iteration > keep:
-            for old in range(1, task.iteration - keep + 1):
-                output.pop(str(old), None)
+            oldest_kept = task.iteration - keep + 1
+            for key in [k for k in output if k.isdigit() and int(k) < oldest_kept]:
+                del output[key]
         task.output_data = output
         engine.touch(task)
 
