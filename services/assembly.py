@@ -19,13 +19,14 @@ from typing import Any
 
 from services.clock import now_ms
 from services.runtime import StartupError
+from services.system_worker import TASK_TYPES as SYSTEM_TASK_TYPES
 from shared.config import CairnSettings
 from shared.ports.bus import Bus
 from shared.ports.store import Store
 
 log = logging.getLogger("cairn")
 
-SERVICES = ("api", "decider", "scheduler", "timer", "sweeper")
+SERVICES = ("api", "decider", "scheduler", "timer", "sweeper", "system-worker")
 
 
 @dataclass
@@ -41,15 +42,29 @@ class Component:
 
 def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.decider.handler import DeciderHandler
+    from shared.core.decide import Limits
+    from shared.core.scripting import ScriptLimits
+    from shared.sandbox import PooledSandbox
 
-    handler = DeciderHandler(store, bus, settings.topics, now_ms)
+    script_limits = ScriptLimits(
+        timeout_ms=settings.script_timeout_ms, memory_bytes=settings.script_memory_mb * 1024 * 1024
+    )
+    sandbox = PooledSandbox(script_limits, settings.jq_workers)  # jq helpers start on first use
+    handler = DeciderHandler(
+        store,
+        bus,
+        settings.topics,
+        now_ms,
+        limits=Limits(max_steps=settings.decision_max_steps),
+        sandbox=sandbox,
+    )
     bus.subscribe(
         settings.topics.decider_inbound,
         settings.topics.group("decider"),
         handler.handle_batch,
         max_batch=settings.decider_max_batch,
     )
-    return Component("decider", closers=[handler.aclose])
+    return Component("decider", closers=[handler.aclose, sandbox.aclose])
 
 
 def _scheduler(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
@@ -111,6 +126,14 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
     return Component("api", loop=loop, drains=[dispatcher.aclose])
 
 
+def _system_worker(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
+    from services.system_worker.handler import SystemWorker
+
+    worker = SystemWorker(bus, settings.topics, concurrency=settings.worker_concurrency)
+    worker.attach()
+    return Component("system-worker", closers=[worker.aclose])
+
+
 Builder = Callable[[Store, Bus, CairnSettings, asyncio.Event], Component]
 BUILDERS: dict[str, Builder] = {
     "api": _api,
@@ -118,6 +141,7 @@ BUILDERS: dict[str, Builder] = {
     "scheduler": _scheduler,
     "timer": _timer,
     "sweeper": _sweeper,
+    "system-worker": _system_worker,
 }
 
 
@@ -136,7 +160,7 @@ async def run_services(
     unknown = [name for name in services if name not in BUILDERS]
     if unknown:
         raise ValueError(f"unknown service(s) {', '.join(unknown)}; choose from {', '.join(SERVICES)}")
-    await bus.ensure_topics(settings.topics.fixed)
+    await bus.ensure_topics([*settings.topics.fixed, *map(settings.topics.tasks, SYSTEM_TASK_TYPES)])
     components = [BUILDERS[name](store, bus, settings, listening) for name in services]
     await bus.start()
     failure: BaseException | None = None

@@ -105,6 +105,7 @@ class DecisionRun:
         self.steps = 0
         self.out_of_steps = False
         self.progressed = False
+        self._by_id: dict[str, str] | None = None
 
     # ---- bookkeeping -------------------------------------------------------------------------
 
@@ -183,10 +184,15 @@ class DecisionRun:
         return place.parent if place else None
 
     def live_task(self, task_id: str) -> TaskState | None:
-        for task in self.state.tasks.values():
-            if task.task_id == task_id:
-                return task
-        return None
+        """The current execution with this id (events name executions by id)."""
+        if self._by_id is None:
+            self._by_id = {task.task_id: ref for ref, task in self.state.tasks.items()}
+        ref = self._by_id.get(task_id)
+        task = self.state.tasks.get(ref) if ref is not None else None
+        if task is None or task.task_id != task_id:
+            self._by_id = None  # executions changed since the index was built
+            return next((t for t in self.state.tasks.values() if t.task_id == task_id), None)
+        return task
 
     def current(self, ref: str, scope: Scope) -> TaskState | None:
         task = self.state.tasks.get(ref)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from shared.models.definitions import WorkflowTask
@@ -124,6 +124,11 @@ class DynamicNode(CamelModel):
     parent: str
     """Reference name of the FORK_JOIN_DYNAMIC that made it."""
     branch: int
+
+    @field_serializer("node")
+    def _compact(self, node: WorkflowTask) -> dict[str, Any]:
+        """Only what differs from Conductor's defaults: a 1,000-way fork keeps 1,000 of these."""
+        return node.model_dump(by_alias=True, exclude_defaults=True, mode="json")
 
 
 class WorkflowState(CamelModel):

@@ -18,6 +18,16 @@ import httpx
 import pytest
 
 from tests.devserver import DevServer
+from tests.e2e.operator_flows import (
+    LONG_LOOP,
+    LONG_LOOP_ITERATIONS,
+    NESTED,
+    SHIP_CHILD,
+    WIDE_FORK,
+    WIDE_FORK_BRANCHES,
+    nested_output,
+    wide_fork_total,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -52,7 +62,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     logs = tmp_path_factory.mktemp("operators-dev")
     server = DevServer(logs)
     server.start()
-    worker = server.worker(logs, module="examples.operator_workers")
+    worker = server.worker(logs, module="tests.e2e.workers_operators")
     worker.start()
     definitions = [item for path in sorted(EXAMPLES.glob("*.json")) for item in json.loads(path.read_text())]
     response = httpx.put(f"{server.url}/api/metadata/workflow", json=definitions, timeout=30)
@@ -230,3 +240,39 @@ async def test_operator_example_runs_on_cairn_dev(name: str, api: httpx.AsyncCli
         assert [t["referenceTaskName"] for t in workflow["tasks"]] == case.refs
     seqs = [t["seq"] for t in workflow["tasks"]]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+async def _finish(api: httpx.AsyncClient, workflow_id: str, within_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        workflow: dict[str, Any] = (await api.get(f"/api/workflow/{workflow_id}?includeTasks=false")).json()
+        if workflow["status"] != "RUNNING":
+            return workflow
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{workflow_id} did not finish in {within_s}s")
+
+
+async def test_nested_operators_and_long_runs_on_cairn_dev(api: httpx.AsyncClient) -> None:
+    """The nested workflow, a 10,000-iteration DO_WHILE and a 1,000-way dynamic fork complete
+    with exact outputs; the loop's document stays small (only the current iteration is kept)."""
+    definitions = [SHIP_CHILD, NESTED, LONG_LOOP, WIDE_FORK]
+    assert (await api.put("/api/metadata/workflow", json=definitions)).status_code == 200
+    starts = {
+        "nested": {"name": "e2e_nested", "input": {"orderId": "n1"}},
+        "loop": {"name": "e2e_long_loop", "input": {}},
+        "fork": {"name": "e2e_wide_fork", "input": {"branches": WIDE_FORK_BRANCHES}},
+    }
+    ids = {key: (await api.post("/api/workflow", json=body)).text for key, body in starts.items()}
+    nested = await _finish(api, ids["nested"], 60)
+    assert nested["status"] == "COMPLETED", nested["reasonForIncompletion"]
+    assert nested["output"] == nested_output("n1")
+    fork = await _finish(api, ids["fork"], 300)
+    assert fork["status"] == "COMPLETED", fork["reasonForIncompletion"]
+    assert fork["output"] == {"total": wide_fork_total(WIDE_FORK_BRANCHES)}
+    loop = await _finish(api, ids["loop"], 300)
+    assert loop["status"] == "COMPLETED", loop["reasonForIncompletion"]
+    assert loop["output"] == {"iterations": LONG_LOOP_ITERATIONS, "last": 2 * LONG_LOOP_ITERATIONS}
+    full = (await api.get(f"/api/workflow/{ids['loop']}")).json()
+    # keepLastN=2: the api lists the loop and the last two iterations, as Conductor does.
+    assert [t["referenceTaskName"] for t in full["tasks"]] == ["count", "step__9999", "step__10000"]
+    assert set(full["tasks"][0]["outputData"]) == {"iteration", "9999", "10000"}

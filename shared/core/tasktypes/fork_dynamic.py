@@ -154,7 +154,9 @@ class ForkJoinDynamicTask(BaseTaskType):
         task.input_data = {
             **task.input_data,
             "forkedTasks": [branch.task_reference_name for branch in branches],
-            "forkedTaskDefs": [branch.to_json_dict() for branch in branches],
+            "forkedTaskDefs": [
+                branch.model_dump(by_alias=True, exclude_defaults=True, mode="json") for branch in branches
+            ],
         }
         for index, branch in enumerate(branches):
             engine.add_dynamic_node(branch, node.task_reference_name, index)
