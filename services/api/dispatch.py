@@ -24,11 +24,10 @@ from services.api.conductor import polled_task_json
 from shared import telemetry
 from shared.core.refs import node_ref
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
-from shared.models.documents import WorkflowDocument
 from shared.models.messages import WORKER_TASK, TaskMessage, TaskResult
 from shared.models.runtime import TaskStatus
 from shared.ports.bus import Bus, Outgoing, Received, Subscription
-from shared.ports.store import Store
+from shared.ports.store import Store, WorkflowHeads
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -41,16 +40,15 @@ class QueueClosedError(RuntimeError):
     """The api left the task type's group; unsettled tasks go back to the bus."""
 
 
-def is_stale(document: WorkflowDocument | None, task: TaskMessage) -> bool:
+def is_stale(heads: WorkflowHeads | None, task: TaskMessage) -> bool:
     """True when the workflow has provably moved past this dispatch (finished, or the task
-    execution is done or superseded). An unknown or older-looking document is not proof: the
+    execution is done or superseded). An unknown or older-looking workflow is not proof: the
     task is handed out, and the decider ignores a result that turns out not to be current."""
-    if document is None:
+    if heads is None:
         return False
-    state = document.state
-    if state.status.is_terminal:
+    if heads.status.is_terminal:
         return True
-    current = state.tasks.get(node_ref(task.reference_task_name))
+    current = heads.executions.get(node_ref(task.reference_task_name))
     if current is None:
         return False
     if current.task_id == task.task_id:
@@ -155,9 +153,9 @@ class TaskDispatcher:
         handed: list[dict[str, Any]] = []
         try:
             ids = list({offer.task.workflow_instance_id for offer in pending})
-            documents = await self.store.load_workflows(ids)
+            heads = await self.store.load_heads(ids)
             now = self.clock()
-            current = [o for o in pending if not is_stale(documents.get(o.task.workflow_instance_id), o.task)]
+            current = [o for o in pending if not is_stale(heads.get(o.task.workflow_instance_id), o.task)]
             current_ids = {id(offer) for offer in current}
             # "Started" goes out before the claim: once a task may be in a poller's hands, the
             # workflow shows it IN_PROGRESS, so responseTimeoutSeconds recovers it if the hand-out

@@ -12,14 +12,15 @@ from pydantic import Field, field_validator
 
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context
-from services.api.views import find_execution, load_executions
+from services.api.views import load_executions
 from shared import telemetry
 from shared.core.refs import node_ref
 from shared.core.tasktypes import REGISTRY
 from shared.messaging import outgoing
 from shared.models.definitions import TASK_NAME_PATTERN
 from shared.models.messages import Signal, TaskResult
-from shared.models.runtime import CamelModel, TaskState, TaskStatus
+from shared.models.runtime import CamelModel, TaskStatus
+from shared.ports.store import ExecutionHead
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -134,22 +135,22 @@ async def update_task_and_poll(ctx: Ctx, result: ConductorTaskResult) -> dict[st
     return tasks[0] if tasks else Response(status_code=204)
 
 
-async def _apply_result(ctx: ApiContext, result: ConductorTaskResult) -> TaskState:
-    """Check the result is for a current execution and publish it; the execution it is for."""
-    document = await ctx.store.load_workflow(result.workflow_instance_id)
-    if document is None:
+async def _apply_result(ctx: ApiContext, result: ConductorTaskResult) -> ExecutionHead:
+    """Check the result is for a current execution and publish it; the execution it is for.
+    Reads only the workflow's heads: a worker's report must not cost a parse of a document
+    holding a thousand executions."""
+    heads = (await ctx.store.load_heads([result.workflow_instance_id])).get(result.workflow_instance_id)
+    if heads is None:
         raise ApiError(404, f"no workflow with id {result.workflow_instance_id!r}")
-    current = find_execution(document, result.task_id)
+    current = heads.by_task_id(result.task_id)
     if current is None:
         if await ctx.store.get_task(result.task_id) is None:
             raise ApiError(404, f"no task {result.task_id!r} in workflow {result.workflow_instance_id!r}")
         raise ApiError(409, f"task {result.task_id!r} is no longer current (it was retried or replaced)")
     if current.status.is_terminal:
         raise ApiError(409, f"task {result.task_id!r} already finished ({current.status.value})")
-    if document.state.status.is_terminal:
-        raise ApiError(
-            409, f"workflow {document.workflow_id!r} already finished ({document.state.status.value})"
-        )
+    if heads.status.is_terminal:
+        raise ApiError(409, f"workflow {heads.workflow_id!r} already finished ({heads.status.value})")
     message = TaskResult(
         id=f"result:{result.task_id}:{uuid.uuid4()}",
         workflow_instance_id=result.workflow_instance_id,

@@ -41,8 +41,8 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
-from shared.models.runtime import TaskState, WorkflowStatus
-from shared.ports.store import Commit
+from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
+from shared.ports.store import Commit, ExecutionHead, WorkflowHeads, heads_of
 
 DUPLICATE_KEY = 11000
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
@@ -101,6 +101,22 @@ def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> d
     data["status"] = document.state.status.value
     data["name"] = document.state.workflow_name
     data["taskIds"] = [task.task_id for task in document.state.tasks.values()]  # multikey index
+    # What the api reads to answer workers (load_heads), without the opaque state; JSON text,
+    # as FerretDB stores no nested arrays.
+    data["taskHeads"] = json.dumps(
+        [
+            [
+                ref,
+                t.task_id,
+                t.reference_task_name,
+                t.task_type,
+                t.status.value,
+                t.dispatch_count,
+                t.retry_count,
+            ]
+            for ref, t in document.state.tasks.items()
+        ]
+    )
     return data
 
 
@@ -310,6 +326,30 @@ class MongoStore:
             if data is not None:
                 found[data["_id"]] = await self._from_mongo(data, unsent)
         return found
+
+    async def load_heads(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowHeads]:
+        projection = {"status": 1, "taskHeads": 1}
+        found = await asyncio.gather(
+            *(self._workflows.find_one({"_id": wid}, projection) for wid in workflow_ids)
+        )
+        heads: dict[str, WorkflowHeads] = {}
+        older: list[str] = []
+        for data in found:
+            if data is None:
+                continue
+            if "taskHeads" not in data:  # written before heads were stored: read it whole
+                older.append(data["_id"])
+                continue
+            executions = {
+                ref: ExecutionHead(task_id, reference, task_type, TaskStatus(status), dispatches, retries)
+                for ref, task_id, reference, task_type, status, dispatches, retries in json.loads(
+                    data["taskHeads"]
+                )
+            }
+            heads[data["_id"]] = WorkflowHeads(data["_id"], WorkflowStatus(data["status"]), executions)
+        if older:
+            heads.update({wid: heads_of(d) for wid, d in (await self.load_workflows(older)).items()})
+        return heads
 
     async def _unsent_outboxes(self, workflow_ids: Sequence[str]) -> set[tuple[str, int]]:
         """(workflow id, version) of each committed outbox among `workflow_ids` not yet sent."""

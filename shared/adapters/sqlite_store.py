@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
-from shared.models.runtime import TaskState, WorkflowStatus
-from shared.ports.store import Commit
+from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
+from shared.ports.store import Commit, ExecutionHead, WorkflowHeads
 
 T = TypeVar("T")
 
@@ -251,6 +251,16 @@ def _clear_outboxes(connection: sqlite3.Connection, published: Sequence[tuple[st
     )
 
 
+_HEADS_SQL = (
+    "SELECT w.id, w.body ->> '$.state.status', t.key, t.value ->> '$.taskId',"
+    " t.value ->> '$.referenceTaskName', t.value ->> '$.taskType', t.value ->> '$.status',"
+    " t.value ->> '$.dispatchCount',"
+    " t.value ->> '$.retryCount'"
+    " FROM store_workflows AS w LEFT JOIN json_each(w.body, '$.state.tasks') AS t ON 1"
+    " WHERE w.id IN (SELECT value FROM json_each(?))"
+)
+
+
 def _select_workflows(connection: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[Any]:
     return connection.execute(
         f"SELECT body, outbox_since, snapshot_id FROM store_workflows {where}", params
@@ -454,6 +464,21 @@ class SqliteStore:
 
     async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None:
         return (await self.load_workflows([workflow_id])).get(workflow_id)
+
+    async def load_heads(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowHeads]:
+        """SQLite's JSON functions pick the heads out of the document text, in C: no Python
+        parse of the whole document."""
+        param = _ids_param(workflow_ids)
+        rows = await self._run(lambda c: c.execute(_HEADS_SQL, (param,)).fetchall())
+        heads: dict[str, WorkflowHeads] = {}
+        for workflow_id, status, ref, task_id, reference, task_type, task_status, dispatches, retries in rows:
+            found = heads.setdefault(workflow_id, WorkflowHeads(workflow_id, WorkflowStatus(status), {}))
+            if ref is not None:
+                head = ExecutionHead(
+                    task_id, reference, task_type, TaskStatus(task_status), dispatches or 0, retries or 0
+                )
+                found.executions[ref] = head
+        return heads
 
     async def list_workflows(
         self, *, status: WorkflowStatus | None = None, name: str | None = None, limit: int = 100

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from shared.core.plan import Plan
-from shared.core.refs import node_ref, scope_of
+from shared.core.refs import execution_ref, node_ref, scope_of
 from shared.models.runtime import TaskState, WorkflowState
 
 
@@ -61,6 +61,11 @@ def task_entry(task: TaskState) -> dict[str, Any]:
     }
 
 
+def _member(data: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
+    found = data.get(key) if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 class ExpressionContext(Mapping[str, Any]):
     def __init__(self, state: WorkflowState, plan: Plan) -> None:
         self._state = state
@@ -97,17 +102,25 @@ class ExpressionContext(Mapping[str, Any]):
         return None
 
     def _iteration_output(self, node: str, key: str) -> dict[str, Any] | None:
-        """Iteration N's output of a loop body node, kept in its DO_WHILE's output."""
+        """Iteration N's output of a loop body node, kept in its DO_WHILE's output; in nested
+        loops (`x__2__1`) the inner loop's output is found in the outer loop's output for
+        outer iteration 2, or in the inner loop's execution while outer iteration 2 runs."""
         place = self._plan.place(node)
         scope = scope_of(key)
         if place is None or not place.loops or len(scope) != len(place.loops):
             return None
-        loop = self._state.tasks.get(place.loops[-1])
-        if loop is None:
-            return None
-        iteration = loop.output_data.get(str(scope[-1]))
-        found = iteration.get(node) if isinstance(iteration, dict) else None
-        return found if isinstance(found, dict) else None
+        inner_ref = place.loops[-1]
+        inner = self._state.tasks.get(inner_ref)
+        if inner is not None and inner.reference_task_name == execution_ref(inner_ref, scope[:-1]):
+            found = _member(_member(inner.output_data, str(scope[-1])), node)
+            if found is not None:
+                return found
+        outermost = self._state.tasks.get(place.loops[0])
+        data: dict[str, Any] | None = outermost.output_data if outermost is not None else None
+        for depth, iteration in enumerate(scope):
+            below = place.loops[depth + 1] if depth + 1 < len(place.loops) else node
+            data = _member(_member(data, str(iteration)), below)
+        return data
 
     def __iter__(self) -> Iterator[str]:
         yield "workflow"

@@ -78,6 +78,7 @@ def decide(
     # The working copy: a JSON round trip (in pydantic-core) is several times faster than
     # deepcopy, and the state is JSON by construction.
     working = WorkflowState.model_validate_json(state.model_dump_json())
+    working.awaiting_continuation = False
     run = DecisionRun(snapshot, working, now, registry, limits, task_defs or {}, sandbox or IN_PROCESS)
     try:
         for event in events:

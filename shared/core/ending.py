@@ -25,7 +25,7 @@ def complete_workflow(run: DecisionRun) -> None:
     permissive = [
         t
         for t in sorted(run.state.tasks.values(), key=lambda t: t.seq)
-        if t.status.is_terminal and not t.status.is_successful and t.status is not TaskStatus.CANCELED
+        if t.status.is_terminal and not t.status.is_successful and run.node_of(t).permissive
     ]
     if permissive:
         task = permissive[0]

@@ -22,7 +22,12 @@ def invariant_violations(state: WorkflowState, registry: TaskTypeRegistry = REGI
         if not registry.supports(state.tasks[ref].kind) or not registry.get(state.tasks[ref].kind).server_side
     ]
     problems: list[str] = []
-    if state.status is WorkflowStatus.RUNNING and not waiting and not state.timers:
+    if (
+        state.status is WorkflowStatus.RUNNING
+        and not waiting
+        and not state.timers
+        and not state.awaiting_continuation
+    ):
         problems.append(
             f"workflow {state.workflow_id} is RUNNING with no task scheduled or in progress "
             "and no timer armed: nothing can move it"

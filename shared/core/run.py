@@ -290,7 +290,9 @@ class DecisionRun:
         its node from now on."""
         reference = execution_ref(node.task_reference_name, scope)
         retry_count = retry_of.retry_count + 1 if retry_of else 0
-        input_data = dict(retry_of.input_data) if retry_of else self.evaluate(node.input_parameters)
+        # A retry re-resolves its inputParameters over the failed attempt's input (Conductor).
+        evaluated = self.evaluate(node.input_parameters)
+        input_data = {**retry_of.input_data, **evaluated} if retry_of else evaluated
         task = TaskState(
             task_id=ids.task_id(self.state.workflow_id, self.state.epoch, reference, retry_count),
             task_type=node.name if node.type == "SIMPLE" else node.type,
@@ -328,6 +330,7 @@ class DecisionRun:
         self.finish(task, TaskStatus.COMPLETED)
 
     def finish(self, task: TaskState, status: TaskStatus, reason: str | None = None) -> None:
+        self.progressed = True  # a finished execution may let its list (or its JOIN) move on
         task.status = status
         task.reason_for_incompletion = reason
         task.end_time = self.now

@@ -21,7 +21,7 @@ from shared.core.refs import Scope
 from shared.core.run import DecisionRun
 from shared.models.definitions import WorkflowTask
 from shared.models.messages import DecideRequest
-from shared.models.runtime import WorkflowStatus
+from shared.models.runtime import TaskStatus, WorkflowStatus
 
 
 def walk_list(run: DecisionRun, tasks: list[WorkflowTask], scope: Scope) -> bool:
@@ -34,7 +34,14 @@ def walk_list(run: DecisionRun, tasks: list[WorkflowTask], scope: Scope) -> bool
                 run.start(node, scope)
                 run.progressed = True
             return False
-        if not run.type_of(task).advance(run, run.node_of(task), task, scope):
+        node_run = run.node_of(task)
+        if task.status.is_terminal and task.status is not TaskStatus.COMPLETED:
+            # A tolerated failure (optional: COMPLETED_WITH_ERRORS; permissive: FAILED) or a
+            # skip: whatever the execution owned does not run, and the list goes on past it.
+            if task.status.is_successful or node_run.permissive:
+                continue
+            return False
+        if not run.type_of(task).advance(run, node_run, task, scope):
             return False
     return True
 
@@ -56,6 +63,7 @@ def advance_workflow(run: DecisionRun) -> None:
         # Past the step budget: commit what is done and come back in a decision of its own, so
         # no decision runs unbounded and other workflows on this partition get their turn.
         state = run.state
+        state.awaiting_continuation = True
         run.publish(
             DecideRequest(
                 id=f"continue:{state.workflow_id}:{state.epoch}:{state.next_seq}",

@@ -166,3 +166,6 @@ class WorkflowState(CamelModel):
     """The parent's SUB_WORKFLOW task execution that this child reports its end to."""
     dynamic_nodes: dict[str, DynamicNode] = Field(default_factory=dict)
     """Nodes of open dynamic forks, by reference name (see DynamicNode)."""
+    awaiting_continuation: bool = False
+    """The last decision stopped at its step budget and asked itself (a decide request) to go
+    on: the workflow is waiting for that decision, not stuck."""

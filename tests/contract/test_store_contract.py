@@ -12,7 +12,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.messages import WorkflowEvent
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
-from shared.ports.store import Commit, Store, commit_one
+from shared.ports.store import Commit, Store, commit_one, heads_of
 
 
 def document(workflow_id: str = "wf-1", version: int = 1, **state: object) -> WorkflowDocument:
@@ -566,3 +566,24 @@ async def test_user_keys_with_dots_and_dollars_round_trip(store: Store) -> None:
     assert await store.get_workflow_def("odd") == definition
     await store.put_task_def(TaskDef(name="odd", input_template={"k.ey": 1}))
     assert (await store.get_task_defs(["odd"]))["odd"].input_template == {"k.ey": 1}
+
+
+async def test_heads_say_what_the_document_says(store: Store, fresh_store: Store) -> None:
+    """load_heads answers the api's hand-out and result checks without the whole document: the
+    workflow's status and each current execution's id, status, attempt and deliveries."""
+    running = task("t-1", 1).model_copy(update={"dispatch_count": 2, "task_type": "charge"})
+    done = task("t-2", 2, status=TaskStatus.COMPLETED).model_copy(update={"retry_count": 1})
+    doc = document(tasks={"r1": running, "r2": done}, status=WorkflowStatus.RUNNING)
+    assert await create(store, doc)
+    assert await create(store, document("wf-2", status=WorkflowStatus.COMPLETED))
+    heads = await fresh_store.load_heads(["wf-1", "wf-2", "nope"])
+    assert set(heads) == {"wf-1", "wf-2"}
+    one = heads["wf-1"]
+    assert one.status is WorkflowStatus.RUNNING and set(one.executions) == {"r1", "r2"}
+    first = one.by_task_id("t-1")
+    assert first is not None and (first.reference_task_name, first.task_type) == ("r1", "charge")
+    assert (first.status, first.dispatch_count, first.retry_count) == (TaskStatus.SCHEDULED, 2, 0)
+    second = one.executions["r2"]
+    assert (second.task_id, second.status, second.retry_count) == ("t-2", TaskStatus.COMPLETED, 1)
+    assert heads["wf-2"].status is WorkflowStatus.COMPLETED and heads["wf-2"].executions == {}
+    assert heads["wf-1"] == heads_of(await fresh_store.load_workflow("wf-1"))  # type: ignore[arg-type]

@@ -74,6 +74,10 @@ class Engine(Protocol):
         """End the workflow now (TERMINATE): cancel what is live, tell whom it concerns."""
         ...
 
+    def reject(self, code: str, message: str) -> None:
+        """An event the state machine did not accept (logged and counted by the decider)."""
+        ...
+
     def touch(self, task: TaskState) -> None:
         """Record that an execution changed (it is written as a task record)."""
         ...

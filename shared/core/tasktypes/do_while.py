@@ -79,8 +79,10 @@ class DoWhileTask(BaseTaskType):
             task.output_data = {"iteration": 0}
             engine.complete(task)
             return
+        # The body starts from advance(), in a later wave: Conductor numbers the DO_WHILE with
+        # the tasks created alongside it (a fork's other branch heads, its JOIN) before the
+        # loop schedules its first body task.
         self._set_iteration(task, 1, items)
-        engine.walk_list(node.loop_over, (*scope, 1))
 
     def advance(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> bool:
         while not task.status.is_terminal:

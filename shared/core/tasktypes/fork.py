@@ -35,6 +35,9 @@ class ForkJoinTask(BaseTaskType):
         start_join(engine, engine.next_sibling(node.task_reference_name), scope)
 
     def advance(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> bool:
+        # A decision that stopped at its budget inside start() may not have created the JOIN
+        # yet: it comes before the branches' later tasks, as in Conductor.
+        start_join(engine, engine.next_sibling(node.task_reference_name), scope)
         for branch in node.fork_tasks:
             engine.walk_list(branch, scope)
         return True

@@ -168,6 +168,7 @@ class ForkJoinDynamicTask(BaseTaskType):
     def advance(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> bool:
         if task.status is not TaskStatus.COMPLETED:
             return False
+        start_join(engine, engine.next_sibling(node.task_reference_name), scope)
         for ref in engine.dynamic_refs(node.task_reference_name):
             engine.walk_list([engine.dynamic_node(ref)], scope)
         return True

@@ -52,7 +52,9 @@ class SubWorkflowTask(BaseTaskType):
         resolved = engine.evaluate({"name": params.name or ""})
         name = str((inline or {}).get("name") or resolved["name"])
         version = params.version if inline is None else (inline or {}).get("version")
-        workflow_input = dict(task.input_data)
+        # The child's input is the resolved inputParameters (a retry's task input also holds the
+        # previous attempt's subWorkflow* keys).
+        workflow_input = engine.evaluate(node.input_parameters)
         task.input_data = {
             "subWorkflowName": name,
             "subWorkflowVersion": version,
@@ -106,6 +108,11 @@ class SubWorkflowTask(BaseTaskType):
 def on_child_ended(engine: Engine, task: TaskState, ended: SubWorkflowEnded) -> None:
     """The child of a SUB_WORKFLOW task ended: finish the task as Conductor maps the status."""
     if ended.sub_workflow_id != task.sub_workflow_id:
+        engine.reject(
+            "subworkflow_result_ignored",
+            f"end of sub-workflow {ended.sub_workflow_id} ignored: task {task.task_id} runs "
+            f"{task.sub_workflow_id}",
+        )
         return
     status = CHILD_STATUS_TO_TASK.get(ended.status, TaskStatus.FAILED)
     task.output_data = {**task.output_data, **ended.output}

@@ -50,6 +50,9 @@ class SwitchTask(BaseTaskType):
     def _output(self, case: str) -> dict[str, Any]:
         return {"evaluationResult": [case], "selectedCase": case}
 
+    def _input(self, task: TaskState) -> dict[str, Any]:
+        return task.input_data
+
     def start(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> None:
         task.task_def_name = self.name
         try:
@@ -58,7 +61,7 @@ class SwitchTask(BaseTaskType):
             engine.fail(task, TaskStatus.FAILED, str(error))
             return
         chosen = self.chosen(node, case)
-        task.input_data = {**task.input_data, "case": case, **({"hasChildren": "true"} if chosen else {})}
+        task.input_data = {**self._input(task), "case": case, **({"hasChildren": "true"} if chosen else {})}
         engine.complete(task, self._output(case))
         if chosen:  # Conductor's mapper creates the case's first task with the switch
             engine.walk_list(chosen, scope)
@@ -103,6 +106,9 @@ class DecisionTask(SwitchTask):
 
     def _output(self, case: str) -> dict[str, Any]:
         return {"caseOutput": [case]}
+
+    def _input(self, task: TaskState) -> dict[str, Any]:
+        return {}  # Conductor's DECISION record keeps only `case` (and `hasChildren`)
 
     def problems(self, node: WorkflowTask, path: str) -> Problems:
         found: Problems = []
