@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh machine: install, start real Kafka + FerretDB, lint, type-check,
-# run every test (unit, contract, integration, e2e), stop the servers. .ci/run calls exactly this.
+# The whole test suite from a fresh machine: install, start real Kafka + FerretDB and a Conductor OSS
+# server, lint, type-check, run every test (unit, contract, integration, e2e, conformance), stop the
+# servers. .ci/run calls exactly this.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/unit`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -8,7 +9,12 @@ cd "$root"
 bash scripts/setup.sh
 
 started_servers=""
+started_conductor=""
 cleanup() {
+    if [[ -n "$started_conductor" ]]; then
+        CAIRN_LOCAL_CONDUCTOR_STATE="$started_conductor" bash deploy/local/conductor-down.sh || true
+        rm -rf -- "$(dirname "$started_conductor")"
+    fi
     if [[ -n "$started_servers" ]]; then
         CAIRN_LOCAL_STATE="$started_servers" bash deploy/local/down.sh || true
     fi
@@ -24,10 +30,25 @@ if [[ -z "${CAIRN_KAFKA_BOOTSTRAP:-}" || -z "${CAIRN_MONGO_URL:-}" ]]; then
 fi
 export CAIRN_KAFKA_BOOTSTRAP CAIRN_MONGO_URL
 
+# A real Conductor OSS for tests/conformance (conductor-up.sh finds a Java 21+), with Kafka event
+# queues on the broker above (plain listener only) so its EVENT tasks publish as Cairn's do.
+if [[ -z "${CAIRN_CONDUCTOR_URL:-}" ]]; then
+    started_conductor="$(mktemp -d "${TMPDIR:-/tmp}/cairn-conductor.XXXXXX")/conductor.env"
+    conductor_kafka=""
+    if [[ "${CAIRN_KAFKA_SECURITY_PROTOCOL:-PLAINTEXT}" == PLAINTEXT ]]; then
+        conductor_kafka="$CAIRN_KAFKA_BOOTSTRAP"
+    fi
+    exports="$(CAIRN_LOCAL_CONDUCTOR_STATE="$started_conductor" \
+        CAIRN_LOCAL_CONDUCTOR_KAFKA_BOOTSTRAP="${CAIRN_LOCAL_CONDUCTOR_KAFKA_BOOTSTRAP:-$conductor_kafka}" \
+        bash deploy/local/conductor-up.sh)"
+    eval "$exports"
+fi
+export CAIRN_CONDUCTOR_URL
+
 echo "== ruff" >&2
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 echo "== mypy" >&2
 .venv/bin/mypy
-echo "== pytest (Kafka $CAIRN_KAFKA_BOOTSTRAP, MongoDB protocol $CAIRN_MONGO_URL)" >&2
+echo "== pytest (Kafka $CAIRN_KAFKA_BOOTSTRAP, MongoDB protocol $CAIRN_MONGO_URL, Conductor $CAIRN_CONDUCTOR_URL)" >&2
 .venv/bin/pytest -p no:cacheprovider -rfEs "$@"

@@ -4,7 +4,7 @@
 The decider has resolved `sink` into the input. `kafka:<topic>` publishes through the Bus port
 (Kafka on a deployment, the embedded bus in `cairn dev`): key = the task id, value = the JSON of
 the task's output, which is a copy of its input plus `workflowInstanceId`, `workflowType`,
-`workflowVersion`, `correlationId`, `taskToDomain` (null: Cairn has no task domains) and
+`workflowVersion`, `correlationId`, `taskToDomain` (empty: Cairn has no task domains) and
 `event_produced` (the sink, e.g. "kafka:orders"); then the task is COMPLETED. A topic that does
 not exist yet is created (`ensure_topics`) before the first message to it.
 
@@ -69,7 +69,7 @@ class EventPublisher:
             "workflowType": task.workflow_type,
             "workflowVersion": task.workflow_version,
             "correlationId": task.correlation_id,
-            "taskToDomain": None,
+            "taskToDomain": {},
             "event_produced": sink,
         }
         value = json.dumps(output, separators=(",", ":")).encode()

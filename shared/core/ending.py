@@ -3,7 +3,7 @@ failureWorkflow to start, a parent to tell, child executions to stop."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from shared.core import ids
 from shared.core.run import DecisionRun
@@ -17,6 +17,15 @@ END_EVENTS: dict[WorkflowStatus, WorkflowEventName] = {
     WorkflowStatus.TERMINATED: "terminated",
     WorkflowStatus.TIMED_OUT: "timed_out",
 }
+
+
+def workflow_output(run: DecisionRun) -> dict[str, Any]:
+    """Conductor: the outputParameters evaluated, else the output of the last task in the list."""
+    if run.snapshot.output_parameters:
+        return run.evaluate(run.snapshot.output_parameters)
+    finished = [t for t in run.state.tasks.values() if t.status.is_terminal]
+    last = max(finished, key=lambda task: task.seq) if finished else None
+    return dict(last.output_data) if last else {}
 
 
 def complete_workflow(run: DecisionRun) -> None:
@@ -36,13 +45,7 @@ def complete_workflow(run: DecisionRun) -> None:
             + (f": {task.reason_for_incompletion}" if task.reason_for_incompletion else ""),
         )
         return
-    if run.snapshot.output_parameters:
-        output = run.evaluate(run.snapshot.output_parameters)
-    else:
-        finished = [t for t in run.state.tasks.values() if t.status.is_terminal]
-        last = max(finished, key=lambda task: task.seq) if finished else None
-        output = dict(last.output_data) if last else {}
-    run.state.output = output
+    run.state.output = workflow_output(run)
     end_workflow(run, WorkflowStatus.COMPLETED, None)
 
 

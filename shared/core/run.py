@@ -361,6 +361,9 @@ class DecisionRun:
         if node.permissive:
             self._tell_ancestors(task)
             return
+        from shared.core.ending import workflow_output
+
+        self.state.output = workflow_output(self)  # Conductor's output on failure, too
         self.end_workflow(
             WORKFLOW_STATUS_FOR_FAILED_TASK.get(status, WorkflowStatus.FAILED),
             f"Task {task.task_id} ({task.reference_task_name}) failed with status {status}"

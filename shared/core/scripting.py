@@ -157,12 +157,24 @@ def check_javascript(script: str, limits: ScriptLimits | None = None) -> str | N
     return f"JavaScript does not parse: {problem}" if problem else None
 
 
+JQ_PROLOGUE = ".[0] as $__cairn_now | .[1] | def now: $__cairn_now; "
+"""jq's `now` is the decision's clock: the program runs over [now, data] (the same prologue as
+the helper processes of shared/sandbox, so both engines answer alike)."""
+
+
 def run_jq_in_process(query: str, data: Any, *, now_ms: int, limits: ScriptLimits) -> list[Any]:
     """jq in this process: no time limit can stop it here (see the module docstring)."""
     try:
-        program = jq.compile(f"def now: {now_ms / 1000!r}; {query}")
+        program = jq.compile(JQ_PROLOGUE + query)
+    except ValueError:
+        try:  # report the error in the user's own text and columns
+            jq.compile(query)
+        except ValueError as error:
+            raise ScriptError(str(error).strip() or "jq error") from None
+        raise
+    try:
         results: list[Any] = []
-        for value in program.input_value(data):
+        for value in program.input_value([now_ms / 1000, data]):
             results.append(value)
             if len(results) > limits.max_results:
                 raise ScriptError(f"jq program produced more than {limits.max_results} results")

@@ -151,11 +151,16 @@ _OWNED_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+_TOLERATED = {("join_on", "FORK_JOIN")}
+"""Conductor's own builders (conductor-python's ForkTask) write joinOn on the FORK_JOIN too, and
+Conductor ignores it there; so does Cairn (the JOIN's joinOn is what counts)."""
+
+
 def _field_problems(node: WorkflowTask, path: str) -> list[tuple[str, str]]:
     problems = []
     for attribute, (alias, owners) in _OWNED_FIELDS.items():
         value = getattr(node, attribute)
-        if value in (None, [], {}) or node.type in owners:
+        if value in (None, [], {}) or node.type in owners or (attribute, node.type) in _TOLERATED:
             continue
         if owners:
             problems.append(

@@ -440,7 +440,7 @@ async def test_event_publishes_the_output_to_the_kafka_sink_topic(embedded: Harn
         "workflowType": "system_worker_test",
         "workflowVersion": 3,
         "correlationId": "corr-1",
-        "taskToDomain": None,
+        "taskToDomain": {},
         "event_produced": sink,
     }
     [message] = await consume(embedded.bus, f"orders-{unique}", "event-reader")

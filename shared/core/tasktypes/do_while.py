@@ -88,6 +88,8 @@ class DoWhileTask(BaseTaskType):
         while not task.status.is_terminal:
             if not engine.walk_list(node.loop_over, (*scope, task.iteration)):
                 return False
+            if self._body_live(engine, node, task, scope):
+                return False  # e.g. a branch its JOIN does not wait for: Conductor waits too
             self._record_iteration(engine, node, task, scope)
             try:
                 go_on = self._go_on(engine, node, task, scope)
@@ -105,6 +107,14 @@ class DoWhileTask(BaseTaskType):
             self._set_iteration(task, task.iteration + 1, self._items(engine, node))
             engine.touch(task)
         return task.status.is_successful
+
+    def _body_live(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> bool:
+        body_scope = (*scope, task.iteration)
+        for ref in engine.loop_body_refs(node.task_reference_name):
+            execution = engine.current(ref, body_scope)
+            if execution is not None and not execution.status.is_terminal:
+                return True
+        return False
 
     def _body_outputs(
         self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope

@@ -99,10 +99,20 @@ class SubWorkflowTask(BaseTaskType):
         if not params.name and not extra.get("workflowDefinition"):
             return [(f"{path}.subWorkflowParam.name", "required (or an inline workflowDefinition)")]
         unknown = sorted(set(extra) - {"workflowDefinition", "priority", "taskToDomain"})
-        return [
+        found: Problems = [
             (f"{path}.subWorkflowParam.{key}", "unknown field (not a Conductor field Cairn knows)")
             for key in unknown
         ]
+        inline = extra.get("workflowDefinition")
+        if isinstance(inline, dict):  # checked now, not when the child would start
+            from shared.core.validation import DefinitionError, parse_workflow_def
+
+            try:
+                parse_workflow_def(inline)
+            except DefinitionError as error:
+                where = f"{path}.subWorkflowParam.workflowDefinition"
+                found += [(f"{where}.{inner}", text) for inner, text in error.problems]
+        return found
 
 
 def on_child_ended(engine: Engine, task: TaskState, ended: SubWorkflowEnded) -> None:

@@ -31,12 +31,19 @@ class TerminateTask(BaseTaskType):
             dict(output) if isinstance(output, dict) else {} if output is None else {"output": output}
         )
         engine.complete(task)
+
+    def advance(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> bool:
+        """The workflow ends in the pass after the TERMINATE completed, as in Conductor, where a
+        fork's other branch heads and its JOIN are created before the TERMINATE runs (and are
+        then cancelled)."""
+        status = str(task.input_data.get("terminationStatus"))
         reason = task.input_data.get("terminationReason")
         engine.state.output = dict(task.output_data)
         engine.end_workflow(
             WorkflowStatus(status),
             str(reason) if reason else f"Workflow is {status} by TERMINATE task: {task.task_id}",
         )
+        return False
 
     def problems(self, node: WorkflowTask, path: str) -> Problems:
         found: Problems = []

@@ -341,3 +341,27 @@ def test_every_problem_of_a_tree_is_reported_at_once() -> None:
         "tasks[1].forkTasks[0][0].inputParameters.terminationStatus",
         "tasks[2].inputParameters.http_request",
     ]
+
+
+def test_join_on_written_on_the_fork_itself_is_accepted_as_conductor_does() -> None:
+    """conductor-python's ForkTask writes joinOn on the FORK_JOIN node; Conductor ignores it."""
+    forked = {**fork("f", [simple("a")], [simple("b")]), "joinOn": ["a", "b"]}
+    parsed = parse_workflow_def({"name": "w", "tasks": [forked, join("j", "a", "b")]})
+    assert parsed.tasks[0].join_on == ["a", "b"]
+
+
+def test_an_inline_sub_workflow_definition_is_checked_with_the_parent() -> None:
+    child = {
+        "name": "kid",
+        "inputTemplate": {"a": 1},
+        "tasks": [{"name": "x", "taskReferenceName": "x", "type": "BOGUS"}],
+    }
+    node = {
+        "name": "kid",
+        "taskReferenceName": "kid",
+        "type": "SUB_WORKFLOW",
+        "subWorkflowParam": {"name": "kid", "workflowDefinition": child},
+    }
+    found = dict(problems(node))
+    assert "tasks[0].subWorkflowParam.workflowDefinition.inputTemplate" in found
+    assert found["tasks[0].subWorkflowParam.workflowDefinition.tasks[0].type"] == "unknown task type 'BOGUS'"
