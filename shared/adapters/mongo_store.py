@@ -41,8 +41,8 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
-from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
-from shared.ports.store import Commit, ExecutionHead, WorkflowHeads, heads_of
+from shared.models.runtime import TaskState, WorkflowStatus
+from shared.ports.store import Commit, WorkflowHeads, decode_heads, encode_heads, heads_of
 
 DUPLICATE_KEY = 11000
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
@@ -103,20 +103,7 @@ def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> d
     data["taskIds"] = [task.task_id for task in document.state.tasks.values()]  # multikey index
     # What the api reads to answer workers (load_heads), without the opaque state; JSON text,
     # as FerretDB stores no nested arrays.
-    data["taskHeads"] = json.dumps(
-        [
-            [
-                ref,
-                t.task_id,
-                t.reference_task_name,
-                t.task_type,
-                t.status.value,
-                t.dispatch_count,
-                t.retry_count,
-            ]
-            for ref, t in document.state.tasks.items()
-        ]
-    )
+    data["taskHeads"] = encode_heads(document.state)
     return data
 
 
@@ -340,13 +327,7 @@ class MongoStore:
             if "taskHeads" not in data:  # written before heads were stored: read it whole
                 older.append(data["_id"])
                 continue
-            executions = {
-                ref: ExecutionHead(task_id, reference, task_type, TaskStatus(status), dispatches, retries)
-                for ref, task_id, reference, task_type, status, dispatches, retries in json.loads(
-                    data["taskHeads"]
-                )
-            }
-            heads[data["_id"]] = WorkflowHeads(data["_id"], WorkflowStatus(data["status"]), executions)
+            heads[data["_id"]] = decode_heads(data["_id"], data["status"], data["taskHeads"])
         if older:
             heads.update({wid: heads_of(d) for wid, d in (await self.load_workflows(older)).items()})
         return heads

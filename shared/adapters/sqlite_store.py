@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
-from shared.ports.store import Commit, ExecutionHead, WorkflowHeads
+from shared.ports.store import Commit, ExecutionHead, WorkflowHeads, decode_heads, encode_heads
 
 T = TypeVar("T")
 
@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS store_workflows (
     updated_at INTEGER NOT NULL,
     outbox_since INTEGER,
     snapshot_id TEXT,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    heads TEXT
 );
 CREATE INDEX IF NOT EXISTS store_workflows_updated ON store_workflows (updated_at);
 CREATE INDEX IF NOT EXISTS store_workflows_status ON store_workflows (status, updated_at);
@@ -109,6 +110,7 @@ class _WorkflowRow:
     outbox_since: int | None
     snapshot_id: str | None
     body: str
+    heads: str
     task_ids: tuple[str, ...]
 
 
@@ -132,6 +134,7 @@ def _workflow_row(document: WorkflowDocument, snapshot_id: str | None) -> _Workf
         outbox_since=document.updated_at if document.outbox else None,
         snapshot_id=snapshot_id,
         body=document.model_dump_json(by_alias=True, exclude={"definition"}),
+        heads=encode_heads(state),
         task_ids=tuple(task.task_id for task in state.tasks.values()),
     )
 
@@ -180,6 +183,9 @@ def _create_schema(connection: sqlite3.Connection) -> None:
     for statement in SCHEMA.split(";"):
         if statement.strip():
             connection.execute(statement)
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(store_workflows)")}
+    if "heads" not in columns:  # a state file from before heads were kept
+        connection.execute("ALTER TABLE store_workflows ADD COLUMN heads TEXT")
 
 
 def _apply_commit(connection: sqlite3.Connection, commit: _PreparedCommit) -> bool:
@@ -189,17 +195,17 @@ def _apply_commit(connection: sqlite3.Connection, commit: _PreparedCommit) -> bo
     if commit.expected_version == 0:
         cursor = connection.execute(
             "INSERT INTO store_workflows"
-            " (id, version, name, status, updated_at, outbox_since, snapshot_id, body)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            " (id, version, name, status, updated_at, outbox_since, snapshot_id, body, heads)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (row.id, row.version, row.name, row.status, row.updated_at, row.outbox_since,
-             row.snapshot_id, row.body),
+             row.snapshot_id, row.body, row.heads),
         )  # fmt: skip
     else:
         cursor = connection.execute(
             "UPDATE store_workflows SET version = ?, name = ?, status = ?, updated_at = ?,"
-            " outbox_since = ?, snapshot_id = ?, body = ? WHERE id = ? AND version = ?",
+            " outbox_since = ?, snapshot_id = ?, body = ?, heads = ? WHERE id = ? AND version = ?",
             (row.version, row.name, row.status, row.updated_at, row.outbox_since, row.snapshot_id,
-             row.body, row.id, commit.expected_version),
+             row.body, row.heads, row.id, commit.expected_version),
         )  # fmt: skip
     if cursor.rowcount != 1:
         return False
@@ -251,7 +257,8 @@ def _clear_outboxes(connection: sqlite3.Connection, published: Sequence[tuple[st
     )
 
 
-_HEADS_SQL = (
+_HEADS_SQL = "SELECT id, status, heads FROM store_workflows WHERE id IN (SELECT value FROM json_each(?))"
+_LEGACY_HEADS_SQL = (
     "SELECT w.id, w.body ->> '$.state.status', t.key, t.value ->> '$.taskId',"
     " t.value ->> '$.referenceTaskName', t.value ->> '$.taskType', t.value ->> '$.status',"
     " t.value ->> '$.dispatchCount',"
@@ -466,18 +473,20 @@ class SqliteStore:
         return (await self.load_workflows([workflow_id])).get(workflow_id)
 
     async def load_heads(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowHeads]:
-        """SQLite's JSON functions pick the heads out of the document text, in C: no Python
-        parse of the whole document."""
+        """From the compact heads column written with each commit: no parse of the document.
+        Rows written before that column existed are read with SQLite's JSON functions."""
         param = _ids_param(workflow_ids)
         rows = await self._run(lambda c: c.execute(_HEADS_SQL, (param,)).fetchall())
-        heads: dict[str, WorkflowHeads] = {}
-        for workflow_id, status, ref, task_id, reference, task_type, task_status, dispatches, retries in rows:
-            found = heads.setdefault(workflow_id, WorkflowHeads(workflow_id, WorkflowStatus(status), {}))
-            if ref is not None:
-                head = ExecutionHead(
-                    task_id, reference, task_type, TaskStatus(task_status), dispatches or 0, retries or 0
-                )
-                found.executions[ref] = head
+        heads = {wid: decode_heads(wid, status, text) for wid, status, text in rows if text is not None}
+        older = _ids_param([wid for wid, _, text in rows if text is None])
+        if older != "[]":
+            legacy = await self._run(lambda c: c.execute(_LEGACY_HEADS_SQL, (older,)).fetchall())
+            for wid, status, ref, task_id, reference, task_type, task_status, dispatches, retries in legacy:
+                found = heads.setdefault(wid, WorkflowHeads(wid, WorkflowStatus(status), {}))
+                if ref is not None:
+                    found.executions[ref] = ExecutionHead(
+                        task_id, reference, task_type, TaskStatus(task_status), dispatches or 0, retries or 0
+                    )
         return heads
 
     async def list_workflows(

@@ -8,13 +8,14 @@ what a failed one left behind.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
-from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
+from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,37 @@ def heads_of(document: WorkflowDocument) -> WorkflowHeads:
                 t.task_id, t.reference_task_name, t.task_type, t.status, t.dispatch_count, t.retry_count
             )
             for ref, t in document.state.tasks.items()
+        },
+    )
+
+
+def encode_heads(state: WorkflowState) -> str:
+    """The compact form both adapters keep beside each document (JSON text: a list of
+    [ref, taskId, referenceTaskName, taskType, status, dispatchCount, retryCount])."""
+    return json.dumps(
+        [
+            [
+                ref,
+                t.task_id,
+                t.reference_task_name,
+                t.task_type,
+                t.status.value,
+                t.dispatch_count,
+                t.retry_count,
+            ]
+            for ref, t in state.tasks.items()
+        ],
+        separators=(",", ":"),
+    )
+
+
+def decode_heads(workflow_id: str, status: str, text: str) -> WorkflowHeads:
+    return WorkflowHeads(
+        workflow_id,
+        WorkflowStatus(status),
+        {
+            ref: ExecutionHead(task_id, reference, task_type, TaskStatus(task_status), dispatches, retries)
+            for ref, task_id, reference, task_type, task_status, dispatches, retries in json.loads(text)
         },
     )
 

@@ -587,3 +587,28 @@ async def test_heads_say_what_the_document_says(store: Store, fresh_store: Store
     assert (second.task_id, second.status, second.retry_count) == ("t-2", TaskStatus.COMPLETED, 1)
     assert heads["wf-2"].status is WorkflowStatus.COMPLETED and heads["wf-2"].executions == {}
     assert heads["wf-1"] == heads_of(await fresh_store.load_workflow("wf-1"))  # type: ignore[arg-type]
+
+
+async def test_sqlite_heads_of_a_row_written_before_the_heads_column(tmp_path: Any) -> None:
+    """A state file from before heads were kept: the column is added on open and such rows are
+    read with SQLite's JSON functions."""
+    import sqlite3
+
+    from shared.adapters.sqlite_store import SqliteStore
+
+    path = str(tmp_path / "old.db")
+    store = SqliteStore(path)
+    await store.open()
+    running = task("t-1", 1).model_copy(update={"dispatch_count": 3})
+    assert await create(store, document(tasks={"r1": running}))
+    await store.close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE store_workflows SET heads = NULL")
+    reopened = SqliteStore(path)
+    await reopened.open()
+    try:
+        heads = await reopened.load_heads(["wf-1"])
+        assert heads["wf-1"] == heads_of(await reopened.load_workflow("wf-1"))  # type: ignore[arg-type]
+        assert heads["wf-1"].executions["r1"].dispatch_count == 3
+    finally:
+        await reopened.close()
