@@ -58,12 +58,13 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
         limits=Limits(max_steps=settings.decision_max_steps),
         sandbox=sandbox,
     )
-    bus.subscribe(
-        settings.topics.decider_inbound,
-        settings.topics.group("decider"),
-        handler.handle_batch,
-        max_batch=settings.decider_max_batch,
-    )
+    for _ in range(settings.decider_consumers):  # one handler: its cache and its jq helpers are shared
+        bus.subscribe(
+            settings.topics.decider_inbound,
+            settings.topics.group("decider"),
+            handler.handle_batch,
+            max_batch=settings.decider_max_batch,
+        )
     return Component("decider", closers=[handler.aclose, sandbox.aclose])
 
 
