@@ -125,7 +125,9 @@ def _when(ms: int) -> str:
 
 @app.command()
 def run(
-    service: Annotated[str, typer.Argument(help="api | decider | scheduler | timer | sweeper")],
+    service: Annotated[
+        str, typer.Argument(help="api | decider | scheduler | timer | sweeper | system-worker")
+    ],
     host: Annotated[str | None, typer.Option(help="api: address to listen on (CAIRN_API_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="api: port to listen on (CAIRN_API_PORT).")] = None,
 ) -> None:

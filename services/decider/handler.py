@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from services.decider.recent import RecentDocuments
 from services.decider.snapshot import resolve_snapshot
 from shared import telemetry
-from shared.core import decide, new_workflow_state
+from shared.core import new_workflow_state
 from shared.core.decide import Decision, Limits
-from shared.core.plan import plan_of
+from shared.core.engines import engine_for
 from shared.core.run import Rejection
 from shared.core.scripting import Sandbox
 from shared.core.validation import DefinitionError, parse_workflow_def
@@ -292,9 +292,10 @@ class DeciderHandler:
         time limit; heartbeats and other subscriptions go on meanwhile)."""
         assert document.definition is not None
         task_defs: dict[str, TaskDef | None] = {}
+        engine = engine_for(document.kind)
         for _ in range(MAX_TASK_DEF_ROUNDS):
             call = functools.partial(
-                decide,
+                engine.decide,
                 document.definition,
                 document.state,
                 events,
@@ -303,7 +304,7 @@ class DeciderHandler:
                 task_defs=task_defs,
                 sandbox=self.sandbox,
             )
-            decision = await asyncio.to_thread(call) if plan_of(document.definition).has_scripts else call()
+            decision = await asyncio.to_thread(call) if engine.may_block(document.definition) else call()
             if not decision.needs_task_defs:
                 return decision
             found = await self.store.get_task_defs(sorted(decision.needs_task_defs))

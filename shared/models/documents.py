@@ -22,6 +22,9 @@ class WorkflowDocument(CamelModel):
 
     workflow_id: str
     version: int = 0
+    kind: str = "graph"
+    """Which engine decides this execution (shared/core/engines.py): "graph" for Conductor's
+    JSON workflows."""
     definition: WorkflowDef | None = None
     state: WorkflowState
     outbox: list[OutboxMessage] = Field(default_factory=list)
