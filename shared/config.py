@@ -64,10 +64,12 @@ class CairnSettings(BaseSettings):
     topic_prefix: str = Field("cairn.", description="Prefix of every topic name.")
     decider_max_batch: int = Field(200, description="Messages the decider takes per batch.")
     decider_consumers: int = Field(
-        2,
+        1,
         ge=1,
         description="Members each decider process runs in its consumer group: the inbound partitions are "
-        "shared among them, so a decision waiting on a slow script holds up only its own partitions.",
+        "shared among them, so a decision waiting on a slow script holds up only its own partitions. More "
+        "than one costs latency (a workflow's topics may land on different members): set it when slow "
+        "scripts are expected, or run more decider replicas.",
     )
     decision_max_steps: int = Field(
         200,

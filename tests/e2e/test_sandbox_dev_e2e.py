@@ -49,7 +49,10 @@ DEFINITIONS = [
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     server = DevServer(
-        tmp_path_factory.mktemp("sandbox-dev"), None, CAIRN_SCRIPT_TIMEOUT_MS=str(int(LIMIT_S * 1000))
+        tmp_path_factory.mktemp("sandbox-dev"),
+        None,
+        CAIRN_SCRIPT_TIMEOUT_MS=str(int(LIMIT_S * 1000)),
+        CAIRN_DECIDER_CONSUMERS="2",  # the other consumer keeps deciding while one runs the spin
     )
     server.start()
     try:
