@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import executions, metadata, tasks
+from services.api import execute, executions, metadata, tasks
 from services.api.conductor import error_json
 from services.api.context import ApiContext, ApiError
 from shared.core.validation import format_location
@@ -32,6 +32,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
     )
     app.state.cairn = ctx
     app.include_router(metadata.router)
+    app.include_router(execute.router)
     app.include_router(executions.router)
     app.include_router(tasks.router)
 

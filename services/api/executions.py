@@ -40,7 +40,8 @@ class StartWorkflowRequest(CamelModel):
     workflow_def: dict[str, Any] | None = None
 
 
-async def _start(ctx: ApiContext, request: StartWorkflowRequest) -> str:
+async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str:
+    """Start one execution (validating an inline definition); its id once it is readable."""
     inline: dict[str, Any] | None = None
     if request.workflow_def is not None:
         # Validated like a registration, run from its snapshot, registered nowhere.
@@ -90,7 +91,7 @@ async def _document(ctx: ApiContext, workflow_id: str) -> WorkflowDocument:
 @router.post("", response_class=PlainTextResponse)
 async def start_workflow(ctx: Ctx, request: StartWorkflowRequest) -> str:
     """Start an execution from a StartWorkflowRequest; returns its id as text."""
-    return await _start(ctx, request)
+    return await start_execution(ctx, request)
 
 
 @router.get("/running/{name}")
@@ -134,7 +135,7 @@ async def start_workflow_by_name(
 ) -> str:
     """Start an execution of `name` with the body as its input; returns its id as text."""
     request = StartWorkflowRequest(name=name, version=version, correlation_id=correlationId, input=body or {})
-    return await _start(ctx, request)
+    return await start_execution(ctx, request)
 
 
 @router.get("/{workflow_id}")

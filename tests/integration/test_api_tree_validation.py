@@ -126,3 +126,35 @@ async def test_a_definition_that_cannot_run_is_refused_with_its_field_path(
     assert started.status_code == 400, started.text
     inline = {e["path"]: e["message"] for e in started.json()["validationErrors"]}
     assert f"workflowDef.{path}" in inline and words in inline[f"workflowDef.{path}"], inline
+
+
+async def test_execute_runs_an_inline_workflow_synchronously(api: httpx.AsyncClient) -> None:
+    """POST /api/workflow/execute/{name}/{version}: Conductor's synchronous run (what
+    conductor-python's ConductorWorkflow.execute calls) answers with the finished WorkflowRun."""
+    name = f"exec-{uuid.uuid4().hex[:8]}"
+    definition = {
+        "name": name,
+        "tasks": [
+            {
+                "name": "i",
+                "taskReferenceName": "i",
+                "type": "INLINE",
+                "inputParameters": {"expression": "$.n + 1", "n": "${workflow.input.n}"},
+            }
+        ],
+        "outputParameters": {"n": "${i.output.result}"},
+    }
+    body = {"name": name, "input": {"n": 41}, "workflowDef": definition}
+    response = await api.post(f"/api/workflow/execute/{name}/1", params={"requestId": "r-1"}, json=body)
+    assert response.status_code == 200, response.text
+    run = response.json()
+    assert (run["status"], run["output"], run["requestId"], run["signalTimeout"]) == (
+        "COMPLETED",
+        {"n": 42},
+        "r-1",
+        False,
+    )
+    assert [t["referenceTaskName"] for t in run["tasks"]] == ["i"]
+    waiting = {**definition, "tasks": [{"name": "w", "taskReferenceName": "w", "type": "WAIT"}]}
+    blocked = await api.post(f"/api/workflow/execute/{name}/1", json={**body, "workflowDef": waiting})
+    assert blocked.json()["status"] == "RUNNING" and blocked.json()["signalTimeout"] is False  # a WAIT blocks

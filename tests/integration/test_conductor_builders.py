@@ -12,9 +12,7 @@ fetched with the client's WorkflowClient, output for output and task for task. T
 workflows give the same outputs and task lists on Conductor OSS 3.32.3
 (deploy/local/conductor-up.sh).
 
-Where Cairn still differs, so the test leaves it out:
-- `ConductorWorkflow.execute` / `WorkflowExecutor.execute_workflow` call
-  `POST /api/workflow/execute/{name}/{version}`, which Cairn does not serve (404): not used.
+`ConductorWorkflow.execute` runs a workflow synchronously (POST /api/workflow/execute/{name}/{version}).
 
 The `cairn_server_url` fixture comes from tests/integration/conftest.py.
 """
@@ -641,3 +639,14 @@ def test_terminate_task_fails_the_workflow(conductor: Conductor, names: Names, w
         ("go_on", "INLINE", "COMPLETED"),
         ("never", names.add, "COMPLETED"),
     ]
+
+
+def test_execute_runs_the_workflow_synchronously(conductor: Conductor, names: Names, workers: None) -> None:
+    """ConductorWorkflow.execute: POST /api/workflow/execute/{name}/{version}, answered with the
+    finished run."""
+    run = terminate_workflow(conductor.executor, names).execute(
+        workflow_input={"n": 3, "action": "go", "who": "me"}, wait_for_seconds=20, request_id="run-1"
+    )
+    assert run.status == "COMPLETED" and run.request_id == "run-1"
+    assert run.output == {"first": 6, "never": 3}
+    assert [t.reference_task_name for t in run.tasks] == ["first", "decide", "go_on", "never"]
