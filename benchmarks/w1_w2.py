@@ -34,7 +34,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -115,9 +116,12 @@ class Driver(Protocol):
         ...
 
 
-async def window(driver: Driver, k: int, total: int, concurrency: int) -> dict[str, Any]:
-    """Keep `concurrency` workflows in flight until `total` have completed."""
-    name = f"bench_k{k}"
+async def window(
+    driver: Driver, k: int, total: int, concurrency: int, name: str | None = None
+) -> dict[str, Any]:
+    """Keep `concurrency` workflows in flight until `total` have completed; `k` is the steps
+    each workflow counts for (definition `bench_k{k}` unless `name` says otherwise)."""
+    name = name or f"bench_k{k}"
     semaphore = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
 
@@ -198,6 +202,7 @@ class KafkaDriver:
         self.cluster = cluster
         self.completions = completions
         self.server_pids = server_pids
+        self.started: list[str] = []  # workflow ids, in start order
 
     def pids(self) -> dict[str, int]:
         found = {name: p.popen.pid for name, p in self.cluster.processes.items() if p.popen is not None}
@@ -242,6 +247,7 @@ class KafkaDriver:
 
     async def run_one(self, name: str, i: int) -> float:
         workflow_id = f"{name}-{uuid.uuid4().hex[:12]}"
+        self.started.append(workflow_id)
         waiter = self.completions.wait(workflow_id)
         started = time.perf_counter()
         await self.cluster.client.start_workflow(name, {"i": i}, workflow_id=workflow_id)
@@ -287,12 +293,30 @@ def stop_servers(run_dir: Path) -> None:
     subprocess.run(["bash", str(ROOT / "deploy/local/down.sh")], env=env, check=False)
 
 
-async def run_kafka(runs: int, quick: bool) -> list[dict[str, Any]]:
+def running_server_pids(bootstrap: str) -> dict[str, int]:
+    """Kafka's and FerretDB's pids when the servers named by the environment were started by
+    deploy/local/up.sh with the state file `CAIRN_LOCAL_STATE` (for their CPU and write figures);
+    empty if that file names other servers or processes that are gone."""
+    state = Path(os.environ.get("CAIRN_LOCAL_STATE", "/nonexistent"))
+    if not state.is_file():
+        return {}
+    recorded = dict(line.split("=", 1) for line in state.read_text().splitlines() if "=" in line)
+    if recorded.get("KAFKA_BOOTSTRAP") != bootstrap:
+        return {}
+    pids = {"kafka": int(recorded.get("KAFKA_PID") or 0), "ferretdb": int(recorded.get("MONGO_PID") or 0)}
+    return {name: pid for name, pid in pids.items() if pid and Path(f"/proc/{pid}").exists()}
+
+
+@asynccontextmanager
+async def kafka_driver(*definitions: dict[str, Any]) -> AsyncIterator[KafkaDriver]:
+    """The services and a worker as processes on Kafka + FerretDB (the environment's servers, or
+    ones started here), with `definitions` registered beside the benchmark's own; the run's
+    database is dropped afterwards."""
     run_dir = Path(tempfile.mkdtemp(prefix="cairn-bench-kafka."))
     os.environ.pop("CAIRN_SERVER", None)  # else `cairn worker` would poll HTTP instead of Kafka
     if os.environ.get("CAIRN_KAFKA_BOOTSTRAP") and os.environ.get("CAIRN_MONGO_URL"):
         servers = {k: os.environ[k] for k in ("CAIRN_KAFKA_BOOTSTRAP", "CAIRN_MONGO_URL")}
-        server_pids: dict[str, int] = {}
+        server_pids = running_server_pids(servers["CAIRN_KAFKA_BOOTSTRAP"])
         own_servers = False
     else:
         servers, server_pids = start_servers(run_dir)
@@ -316,15 +340,25 @@ async def run_kafka(runs: int, quick: bool) -> list[dict[str, Any]]:
         )
         try:
             await cluster.start()
-            await cluster.register(TASK_DEF, *(definition(k) for k in (1, 3, 10)))
+            await cluster.register(TASK_DEF, *(definition(k) for k in (1, 3, 10)), *definitions)
             await listener.start()
-            return await measure(KafkaDriver(cluster, completions, server_pids), runs, quick)
+            yield KafkaDriver(cluster, completions, server_pids)
         finally:
             await listener.stop()
             await cluster.stop()
+            client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(servers["CAIRN_MONGO_URL"])
+            try:
+                await client.drop_database(cluster.database)
+            finally:
+                await client.close()
     finally:
         if own_servers:
             stop_servers(run_dir)
+
+
+async def run_kafka(runs: int, quick: bool) -> list[dict[str, Any]]:
+    async with kafka_driver() as driver:
+        return await measure(driver, runs, quick)
 
 
 # ---------------------------------------------------------------- embedded mode ----------------
@@ -416,8 +450,11 @@ class EmbeddedDriver:
         self.observer: EventLogObserver | None = None
         self.reader: sqlite3.Connection | None = None
         self.retried_starts = 0
+        self.started: list[str] = []  # workflow ids, in start order
 
-    async def start(self) -> None:
+    async def start(self, *definitions: dict[str, Any]) -> None:
+        """Start both processes; `definitions` (task and workflow definitions) are registered with
+        the benchmark's own."""
         self.processes["dev"].start()
         deadline = time.monotonic() + 60
         while True:
@@ -431,9 +468,10 @@ class EmbeddedDriver:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cairn dev did not answer:\n{self.processes['dev'].log_tail()}")
             await asyncio.sleep(0.1)
-        (await self.client.post("/api/metadata/taskdefs", json=[TASK_DEF])).raise_for_status()
-        for k in (1, 3, 10):
-            (await self.client.post("/api/metadata/workflow", json=definition(k))).raise_for_status()
+        task_defs = [TASK_DEF, *(d for d in definitions if "tasks" not in d)]
+        (await self.client.post("/api/metadata/taskdefs", json=task_defs)).raise_for_status()
+        for data in [*(definition(k) for k in (1, 3, 10)), *(d for d in definitions if "tasks" in d)]:
+            (await self.client.post("/api/metadata/workflow", json=data)).raise_for_status()
         self.processes["worker"].start()
         if self.observe == "events":
             self.observer = EventLogObserver(self.db, Topics().workflow_events, self.completions)
@@ -468,6 +506,7 @@ class EmbeddedDriver:
 
     async def run_one(self, name: str, i: int) -> float:
         workflow_id = f"{name}-{uuid.uuid4().hex[:12]}"
+        self.started.append(workflow_id)
         waiter = self.completions.wait(workflow_id) if self.observer is not None else None
         started = time.perf_counter()
         await self._start(name, i, workflow_id)
@@ -508,16 +547,30 @@ class EmbeddedDriver:
             await asyncio.sleep(interval_s)
 
 
-async def run_embedded(
-    runs: int, quick: bool, worker_concurrency: int, observe: str, count_sqlite: bool
-) -> list[dict[str, Any]]:
+@asynccontextmanager
+async def embedded_driver(
+    *definitions: dict[str, Any],
+    worker_concurrency: int = 20,
+    observe: str = "events",
+    count_sqlite: bool = True,
+) -> AsyncIterator[EmbeddedDriver]:
+    """`cairn dev` and one HTTP worker, with `definitions` registered beside the benchmark's own."""
     run_dir = Path(tempfile.mkdtemp(prefix="cairn-bench-embedded."))
     driver = EmbeddedDriver(run_dir, worker_concurrency, observe, count_sqlite)
     try:
-        await driver.start()
-        return await measure(driver, runs, quick)
+        await driver.start(*definitions)
+        yield driver
     finally:
         await driver.stop()
+
+
+async def run_embedded(
+    runs: int, quick: bool, worker_concurrency: int, observe: str, count_sqlite: bool
+) -> list[dict[str, Any]]:
+    async with embedded_driver(
+        worker_concurrency=worker_concurrency, observe=observe, count_sqlite=count_sqlite
+    ) as driver:
+        return await measure(driver, runs, quick)
 
 
 # ---------------------------------------------------------------- report -----------------------
