@@ -109,11 +109,11 @@ CASES: dict[str, tuple[list[dict[str, Any]], str, str]] = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("refusal", list(CASES))
 async def test_a_definition_that_cannot_run_is_refused_with_its_field_path(
-    api: httpx.AsyncClient, case: str
+    api: httpx.AsyncClient, refusal: str
 ) -> None:
-    tasks, path, words = CASES[case]
+    tasks, path, words = CASES[refusal]
     name = f"bad-{uuid.uuid4().hex[:8]}"
     response = await api.post("/api/metadata/workflow", json={"name": name, "tasks": tasks})
     assert response.status_code == 400, response.text

@@ -35,8 +35,9 @@ class JoinTask(BaseTaskType):
         refs = join_on(engine, node)
         if node.type == "JOIN":
             task.input_data = {**task.input_data, "joinOn": [execution_ref(ref, scope) for ref in refs]}
+        # Looked at from the next pass on, as Conductor's JOIN is evaluated after it was created:
+        # a TERMINATE among the fork's heads ends the workflow before the JOIN collects anything.
         in_progress(engine, task)
-        self.advance(engine, node, task, scope)
 
     def advance(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> bool:
         if task.status.is_terminal:
