@@ -55,7 +55,7 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
         bus,
         settings.topics,
         now_ms,
-        limits=Limits(max_steps=settings.decision_max_steps),
+        limits=Limits(max_steps=settings.decision_max_steps, payload=settings.payload_limits),
         sandbox=sandbox,
     )
     for _ in range(settings.decider_consumers):  # one handler: its cache and its jq helpers are shared
@@ -119,7 +119,8 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
     dispatcher = TaskDispatcher(
         bus, store, settings.topics, now_ms, idle_close_s=settings.api_poll_idle_close_s
     )
-    app = create_app(ApiContext(store, bus, settings.topics, now_ms, dispatcher))
+    ctx = ApiContext(store, bus, settings.topics, now_ms, dispatcher, payload_limits=settings.payload_limits)
+    app = create_app(ctx, max_request_bytes=settings.api_max_request_bytes)
 
     async def loop(stop: asyncio.Event) -> None:
         await serve(app, settings.api_host, settings.api_port, stop, listening)

@@ -7,6 +7,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.models.limits import PayloadLimits
 from shared.topics import Topics
 
 
@@ -87,6 +88,28 @@ class CairnSettings(BaseSettings):
         description="Helper processes the decider runs jq in (jq cannot be stopped inside a process; a "
         "helper past its time limit is killed and replaced).",
     )
+    max_payload_bytes: int = Field(
+        512 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest payload (a workflow's input, a task's input or output, a signal's output) as "
+        "compact JSON. One travels in one Kafka message (1 MiB by default): raise the brokers' "
+        "message.max.bytes before raising this.",
+    )
+    max_payload_depth: int = Field(
+        32,
+        ge=2,
+        le=64,
+        description="Deepest nesting of objects and lists in a payload (definitions may nest twice as deep).",
+    )
+    max_payload_keys: int = Field(
+        10_000, ge=1, description="Most object keys in one payload, counted at every level."
+    )
+    api_max_request_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body the api reads; a larger one is answered 413 before it is parsed.",
+    )
     sweeper_interval_s: float = Field(5.0, description="Seconds between sweeps.")
     sweeper_outbox_grace_s: float = Field(
         30.0,
@@ -162,6 +185,10 @@ class CairnSettings(BaseSettings):
     @property
     def topics(self) -> Topics:
         return Topics(self.topic_prefix)
+
+    @property
+    def payload_limits(self) -> PayloadLimits:
+        return PayloadLimits(self.max_payload_bytes, self.max_payload_depth, self.max_payload_keys)
 
 
 def settings_problems(error: ValidationError) -> list[str]:

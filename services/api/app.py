@@ -4,27 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from services.api import execute, executions, metadata, tasks
-from services.api.conductor import error_json
-from services.api.context import ApiContext, ApiError
-from shared.core.validation import format_location
+from services.api.body_limit import BodyLimit
+from services.api.context import ApiContext
+from services.api.errors import install_error_handlers
 
 
-def _request_problems(error: RequestValidationError) -> list[tuple[str, str]]:
-    problems = []
-    for item in error.errors():
-        location = list(item.get("loc", ()))
-        if location and location[0] == "body":
-            location = location[1:]
-        problems.append((format_location(location), str(item.get("msg", "invalid"))))
-    return problems
-
-
-def create_app(ctx: ApiContext) -> FastAPI:
+def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> FastAPI:
     app = FastAPI(
         title="Cairn",
         summary="Durable workflows. Conductor-compatible REST API.",
@@ -35,16 +23,8 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.include_router(execute.router)
     app.include_router(executions.router)
     app.include_router(tasks.router)
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        return JSONResponse(error_json(error.status, error.message, error.problems), status_code=error.status)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = _request_problems(error)
-        message = "invalid request: " + "; ".join(f"{path}: {text}" for path, text in problems)
-        return JSONResponse(error_json(400, message, problems), status_code=400)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, Any]:

@@ -7,6 +7,7 @@ Conductor clients deserialize these shapes field by field, so names and types fo
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 from shared.core.plan import plan_of
@@ -15,6 +16,8 @@ from shared.models.definitions import WorkflowTask
 from shared.models.documents import WorkflowDocument
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskState
+
+INSTANCE = socket.gethostname()
 
 # Workflow statuses are already Conductor's. Task statuses too, except that Conductor reports a
 # task handed to a worker as IN_PROGRESS; Cairn's SCHEDULED covers "queued" only.
@@ -138,12 +141,26 @@ def workflow_json(document: WorkflowDocument, tasks: list[TaskState] | None) -> 
     }
 
 
+ERROR_CODES = {
+    400: "INVALID_INPUT",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "PAYLOAD_TOO_LARGE",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
 def error_json(status: int, message: str, validation: list[tuple[str, str]] | None = None) -> dict[str, Any]:
-    """Conductor's error body (ErrorResponse)."""
+    """Conductor's error body (ErrorResponse): status, code, message, instance (the host that
+    answered), retryable, validationErrors."""
     return {
         "status": status,
-        "code": {400: "INVALID_INPUT", 404: "NOT_FOUND", 409: "CONFLICT"}.get(status, "INTERNAL_ERROR"),
+        "code": ERROR_CODES.get(status, "INTERNAL_ERROR" if status >= 500 else "INVALID_INPUT"),
         "message": message,
+        "instance": INSTANCE,
         "retryable": status >= 500,
         "validationErrors": [{"path": path, "message": text} for path, text in validation or []],
     }

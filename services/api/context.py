@@ -8,6 +8,13 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from services.api.dispatch import TaskDispatcher
+from shared.models.limits import (
+    DEFAULT_PAYLOAD_LIMITS,
+    WORKFLOW_ID_PATTERN,
+    LimitError,
+    PayloadLimits,
+    check_payload,
+)
 from shared.ports.bus import Bus
 from shared.ports.store import Store
 from shared.topics import Topics
@@ -20,6 +27,8 @@ class ApiContext:
     topics: Topics
     clock: Callable[[], int]
     dispatcher: TaskDispatcher
+    payload_limits: PayloadLimits = DEFAULT_PAYLOAD_LIMITS
+    """CAIRN_MAX_PAYLOAD_*: what a start's input, a signal's output or a worker's result may be."""
     start_visible_within_s: float = 5.0
     """How long `POST /api/workflow` waits for the new execution to become readable, so a client
     that starts and then reads (as Conductor clients do) finds it."""
@@ -41,3 +50,17 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.problems = problems or []
+
+
+def refuse_past_limits(ctx: ApiContext, value: object, where: str) -> None:
+    """A 400 naming the first member of `value` past the payload limits (nothing is published)."""
+    try:
+        check_payload(value, where, ctx.payload_limits)
+    except LimitError as error:
+        raise ApiError(400, str(error), error.problems) from None
+
+
+def is_workflow_id(text: str) -> bool:
+    """Whether `text` can be a workflow id at all: an id no workflow can have is answered with
+    404 without asking the store (a NUL or a 5,000-character id never reaches a query)."""
+    return WORKFLOW_ID_PATTERN.fullmatch(text) is not None

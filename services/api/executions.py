@@ -12,12 +12,22 @@ from fastapi.responses import PlainTextResponse
 from pydantic import Field
 
 from services.api.conductor import workflow_json, workflow_summary_json
-from services.api.context import ApiContext, ApiError, context
+from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
 from services.api.views import load_executions
 from shared import telemetry
 from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import outgoing
 from shared.models.documents import WorkflowDocument
+from shared.models.limits import (
+    JAVA_INT_MAX,
+    NAME_PATTERN,
+    NAME_RULE,
+    DefinitionName,
+    Text,
+    WorkflowId,
+    definition_limits,
+    payload_problems,
+)
 from shared.models.messages import StartWorkflow, TerminateWorkflow
 from shared.models.runtime import CamelModel, WorkflowStatus
 
@@ -30,20 +40,31 @@ class StartWorkflowRequest(CamelModel):
     With `workflowDef`, that definition runs (validated like a registration) instead of a
     registered one."""
 
-    name: str = Field(min_length=1)
-    version: int | None = None
-    correlation_id: str | None = None
+    name: DefinitionName
+    version: int | None = Field(default=None, ge=1, le=JAVA_INT_MAX)
+    correlation_id: Text | None = None
     input: dict[str, Any] = Field(default_factory=dict)
-    workflow_id: str | None = Field(
+    workflow_id: WorkflowId | None = Field(
         default=None, description="Cairn extension: choose the id (idempotent start)."
     )
     workflow_def: dict[str, Any] | None = None
 
 
 async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str:
-    """Start one execution (validating an inline definition); its id once it is readable."""
+    """Start one execution (validating an inline definition); its id once it is readable.
+    Everything is checked before the start is published: a refused start leaves no trace."""
+    if not NAME_PATTERN.fullmatch(request.name):  # a path parameter skips the model's check
+        raise ApiError(
+            400, f"name: {request.name[:60]!r} is not a valid name: {NAME_RULE}", [("name", NAME_RULE)]
+        )
+    refuse_past_limits(ctx, request.input, "input")
     inline: dict[str, Any] | None = None
     if request.workflow_def is not None:
+        problems = payload_problems(
+            request.workflow_def, "workflowDef", definition_limits(ctx.payload_limits)
+        )
+        if problems:
+            raise ApiError(400, "; ".join(f"{path}: {text}" for path, text in problems), problems)
         # Validated like a registration, run from its snapshot, registered nowhere.
         try:
             inline = parse_workflow_def(request.workflow_def).to_json_dict()
@@ -82,7 +103,7 @@ async def _until_visible(ctx: ApiContext, workflow_id: str) -> None:
 
 
 async def _document(ctx: ApiContext, workflow_id: str) -> WorkflowDocument:
-    document = await ctx.store.load_workflow(workflow_id)
+    document = await ctx.store.load_workflow(workflow_id) if is_workflow_id(workflow_id) else None
     if document is None:
         raise ApiError(404, f"no workflow with id {workflow_id!r}")
     return document
@@ -95,7 +116,9 @@ async def start_workflow(ctx: Ctx, request: StartWorkflowRequest) -> str:
 
 
 @router.get("/running/{name}")
-async def running_workflows(ctx: Ctx, name: str, version: int | None = None, limit: int = 1000) -> list[str]:
+async def running_workflows(
+    ctx: Ctx, name: str, version: int | None = None, limit: Annotated[int, Query(ge=1, le=5000)] = 1000
+) -> list[str]:
     documents = await ctx.store.list_workflows(status=WorkflowStatus.RUNNING, name=name, limit=limit)
     return [d.workflow_id for d in documents if version is None or d.state.workflow_version == version]
 
@@ -130,8 +153,8 @@ async def start_workflow_by_name(
     ctx: Ctx,
     name: str,
     body: Annotated[dict[str, Any] | None, Body()] = None,
-    version: int | None = None,
-    correlationId: str | None = None,
+    version: Annotated[int | None, Query(ge=1, le=JAVA_INT_MAX)] = None,
+    correlationId: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> str:
     """Start an execution of `name` with the body as its input; returns its id as text."""
     request = StartWorkflowRequest(name=name, version=version, correlation_id=correlationId, input=body or {})

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Depends, Response
 from services.api.context import ApiContext, ApiError, context
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
 from shared.models.definitions import TaskDef, WorkflowDef
+from shared.models.limits import PayloadLimits, definition_limits, payload_problems
 
 router = APIRouter(prefix="/api/metadata", tags=["metadata"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -31,14 +32,24 @@ def _invalid(problems: list[tuple[str, str]], what: str) -> ApiError:
     )
 
 
-def _parse_workflow(data: Any, prefix: str = "") -> WorkflowDef:
+def _refuse_past_limits(data: Any, prefix: str, limits: PayloadLimits, what: str) -> None:
+    """Before parsing: a definition nested or sized past the limits is refused whole (pydantic
+    would otherwise walk all of it, and the stores could not read it back)."""
+    problems = payload_problems(data, prefix or "(root)", limits)
+    if problems:
+        raise _invalid(problems, what)
+
+
+def _parse_workflow(ctx: ApiContext, data: Any, prefix: str = "") -> WorkflowDef:
+    _refuse_past_limits(data, prefix, definition_limits(ctx.payload_limits), "workflow definition")
     try:
         return parse_workflow_def(data)
     except DefinitionError as error:
         raise _invalid(_prefixed(error.problems, prefix), "workflow definition") from None
 
 
-def _parse_task(data: Any, prefix: str = "") -> TaskDef:
+def _parse_task(ctx: ApiContext, data: Any, prefix: str = "") -> TaskDef:
+    _refuse_past_limits(data, prefix, ctx.payload_limits, "task definition")
     try:
         return parse_task_def(data)
     except DefinitionError as error:
@@ -59,7 +70,7 @@ def _require_list(body: Any, what: str) -> list[Any]:
 async def register_task_defs(ctx: Ctx, body: Annotated[Any, Body()]) -> Response:
     """Create or replace task definitions (a JSON list, as Conductor takes them)."""
     items = _require_list(body, "task definitions")
-    task_defs = [_parse_task(item, f"[{index}]") for index, item in enumerate(items)]
+    task_defs = [_parse_task(ctx, item, f"[{index}]") for index, item in enumerate(items)]
     for task_def in task_defs:
         await ctx.store.put_task_def(task_def)
     return Response(status_code=200)
@@ -67,7 +78,7 @@ async def register_task_defs(ctx: Ctx, body: Annotated[Any, Body()]) -> Response
 
 @router.put("/taskdefs", status_code=200)
 async def update_task_def(ctx: Ctx, body: Annotated[Any, Body()]) -> Response:
-    task_def = _parse_task(body)
+    task_def = _parse_task(ctx, body)
     await ctx.store.put_task_def(task_def)
     return Response(status_code=200)
 
@@ -94,7 +105,7 @@ async def get_task_def(ctx: Ctx, name: str) -> dict[str, Any]:
 async def register_workflow_def(ctx: Ctx, body: Annotated[Any, Body()], overwrite: bool = True) -> Response:
     """Register one workflow definition. Conductor refuses an existing name+version unless
     `overwrite`; Cairn keeps that rule when `overwrite=false` is passed."""
-    definition = _parse_workflow(body)
+    definition = _parse_workflow(ctx, body)
     if not overwrite and await ctx.store.get_workflow_def(definition.name, definition.version):
         raise ApiError(409, f"workflow {definition.name!r} version {definition.version} already exists")
     await ctx.store.put_workflow_def(definition)
@@ -105,7 +116,7 @@ async def register_workflow_def(ctx: Ctx, body: Annotated[Any, Body()], overwrit
 async def update_workflow_defs(ctx: Ctx, body: Annotated[Any, Body()]) -> dict[str, Any]:
     """Create or replace several workflow definitions; all are validated before any is stored."""
     items = _require_list(body, "workflow definitions")
-    definitions = [_parse_workflow(item, f"[{index}]") for index, item in enumerate(items)]
+    definitions = [_parse_workflow(ctx, item, f"[{index}]") for index, item in enumerate(items)]
     for definition in definitions:
         await ctx.store.put_workflow_def(definition)
     return {"bulkSuccessfulResults": [d.name for d in definitions], "bulkErrorResults": {}}

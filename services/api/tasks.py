@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from typing import Annotated, Any
@@ -11,17 +12,27 @@ from fastapi.responses import PlainTextResponse
 from pydantic import Field, field_validator
 
 from services.api.conductor import task_json
-from services.api.context import ApiContext, ApiError, context
+from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
 from services.api.views import load_executions
 from shared import telemetry
 from shared.core.refs import node_ref
 from shared.core.tasktypes import REGISTRY
 from shared.messaging import outgoing
 from shared.models.definitions import TASK_NAME_PATTERN
+from shared.models.limits import (
+    JAVA_INT_MAX,
+    Reference,
+    Text,
+    WorkflowId,
+    describe,
+    payload_problems,
+    truncated,
+)
 from shared.models.messages import Signal, TaskResult
 from shared.models.runtime import CamelModel, TaskStatus
 from shared.ports.store import ExecutionHead
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 Ctx = Annotated[ApiContext, Depends(context)]
 
@@ -37,14 +48,14 @@ MAX_POLL_TIMEOUT_MS = 30_000
 class ConductorTaskResult(CamelModel):
     """Conductor's TaskResult as clients send it (logs are objects there; Cairn keeps the text)."""
 
-    workflow_instance_id: str = Field(min_length=1)
-    task_id: str = Field(min_length=1)
+    workflow_instance_id: WorkflowId
+    task_id: Reference
     status: TaskStatus
     output_data: dict[str, Any] = Field(default_factory=dict)
-    reason_for_incompletion: str | None = None
-    worker_id: str | None = None
-    callback_after_seconds: int = Field(default=0, ge=0)
-    logs: list[Any] = Field(default_factory=list)
+    reason_for_incompletion: Annotated[str | None, truncated] = None
+    worker_id: Text | None = None
+    callback_after_seconds: int = Field(default=0, ge=0, le=JAVA_INT_MAX)
+    logs: list[Any] = Field(default_factory=list, max_length=1000)
 
     @field_validator("status")
     @classmethod
@@ -151,16 +162,24 @@ async def _apply_result(ctx: ApiContext, result: ConductorTaskResult) -> Executi
         raise ApiError(409, f"task {result.task_id!r} already finished ({current.status.value})")
     if heads.status.is_terminal:
         raise ApiError(409, f"workflow {heads.workflow_id!r} already finished ({heads.status.value})")
+    status, output, reason = result.status, result.output_data, result.reason_for_incompletion
+    problems = payload_problems(output, "outputData", ctx.payload_limits) + payload_problems(
+        result.log_lines(), "logs", ctx.payload_limits
+    )
+    if problems:  # as Conductor: a result past the limits fails its task for good, and is 200
+        log.warning("task %s: result refused: %s", result.task_id, describe(problems))
+        status, output = TaskStatus.FAILED_WITH_TERMINAL_ERROR, {}
+        reason = f"the worker's result was refused: {describe(problems)}"
     message = TaskResult(
         id=f"result:{result.task_id}:{uuid.uuid4()}",
         workflow_instance_id=result.workflow_instance_id,
         task_id=result.task_id,
-        status=result.status,
-        output_data=result.output_data,
-        reason_for_incompletion=result.reason_for_incompletion,
+        status=status,
+        output_data=output,
+        reason_for_incompletion=reason,
         worker_id=result.worker_id,
         callback_after_seconds=result.callback_after_seconds,
-        logs=result.log_lines(),
+        logs=result.log_lines() if not problems else [],
     )
     await ctx.bus.publish(
         [outgoing(ctx.topics.task_result, message, result.workflow_instance_id, telemetry.inject())]
@@ -175,10 +194,11 @@ async def update_task_by_ref(
     task_ref_name: str,
     status: TaskStatus,
     body: Annotated[dict[str, Any] | None, Body()] = None,
-    workerid: str | None = None,
+    workerid: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> str:
     """Complete (or fail) the pending task at `task_ref_name` — how a WAIT/HUMAN task is finished."""
-    document = await ctx.store.load_workflow(workflow_id)
+    refuse_past_limits(ctx, body or {}, "(body)")
+    document = await ctx.store.load_workflow(workflow_id) if is_workflow_id(workflow_id) else None
     if document is None:
         raise ApiError(404, f"no workflow with id {workflow_id!r}")
     task = document.state.tasks.get(node_ref(task_ref_name))

@@ -27,11 +27,13 @@ from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
+from shared.models.limits import PayloadLimits, definition_limits, describe, payload_problems
 from shared.models.messages import (
     DECIDER_INBOUND,
     DecideRequest,
     DeciderInbound,
     OutboxMessage,
+    Signal,
     StartWorkflow,
     SubWorkflowEnded,
     TerminateWorkflow,
@@ -126,6 +128,7 @@ class DeciderHandler:
         for received in batch:
             try:
                 message = parse(received, DECIDER_INBOUND)
+                refuse_past_limits(message, self.limits.payload)
             except PoisonMessageError as error:
                 log.warning("dead-lettering %s@%s: %s", received.topic, received.offset, error)
                 dead.append(dead_letter(received, str(error), self.topics.dead_letter))
@@ -424,6 +427,23 @@ class DeciderHandler:
             log.warning(
                 "could not mark %d outboxes sent; the sweeper will republish them", len(sent), exc_info=True
             )
+
+
+def refuse_past_limits(message: DeciderInbound, limits: PayloadLimits) -> None:
+    """A start's input or a signal's output past the payload limits is a poison message: it is
+    dead-lettered with the reason before anything of it is stored (the api refuses the same with a
+    400). A worker's result past them is not refused here: it fails its task (shared/core/events)."""
+    match message:
+        case StartWorkflow():
+            problems = payload_problems(message.input, "input", limits)
+            if message.workflow_def is not None:
+                problems += payload_problems(message.workflow_def, "workflowDef", definition_limits(limits))
+        case Signal():
+            problems = payload_problems(message.output, "output", limits)
+        case _:
+            return
+    if problems:
+        raise PoisonMessageError(f"{message.type} past the limits: {describe(problems)}")
 
 
 def _report(plan: _Plan) -> None:

@@ -41,23 +41,26 @@ class TimerHandler:
         self.lease_ms = lease_ms
 
     async def handle_requests(self, batch: Sequence[Received]) -> None:
+        """Apply a batch's arms and cancels in the order they were published: for each timer id
+        the last request wins (a cancel then a re-arm of one id leaves the timer armed)."""
         dead: list[Outgoing] = []
-        cancels: list[str] = []
+        last: dict[str, TimerRequest] = {}
         for received in batch:
             try:
                 request = parse(received, TIMER_REQUEST)
             except PoisonMessageError as error:
                 dead.append(dead_letter(received, str(error), self.topics.dead_letter))
                 continue
+            last.pop(request.timer_id, None)
+            last[request.timer_id] = request
+        for request in last.values():
             if request.action == "arm":
                 await self.store.upsert_timer(
                     TimerRecord(
                         timer_id=request.timer_id, workflow_id=request.workflow_id, fire_at=request.fire_at
                     )
                 )
-            else:
-                cancels.append(request.timer_id)
-        await self.store.delete_timers(cancels)
+        await self.store.delete_timers([r.timer_id for r in last.values() if r.action == "cancel"])
         await self.bus.publish(dead)
 
     async def fire_due(self, limit: int = 500) -> int:

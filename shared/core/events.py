@@ -15,6 +15,7 @@ from shared.core.run import TIMER_DISPATCH, DecisionRun
 from shared.core.tasktypes.simple import dispatch
 from shared.core.tasktypes.wait import TIMER_WAIT
 from shared.core.timeouts import TIMER_DEADLINE
+from shared.models.limits import describe, payload_problems
 from shared.models.messages import (
     DecideRequest,
     DeciderInbound,
@@ -69,7 +70,13 @@ def _on_task_result(run: DecisionRun, result: TaskResult) -> None:
         return
     task.worker_id = result.worker_id or task.worker_id
     if result.output_data:
-        task.output_data = {**task.output_data, **result.output_data}
+        merged = {**task.output_data, **result.output_data}
+        problems = payload_problems(merged, "outputData", run.limits.payload)
+        if problems:  # a result past the limits fails its task; it never reaches the commit
+            reason = f"the worker's result was refused: {describe(problems)}"
+            run.fail(task, TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason)
+            return
+        task.output_data = merged
     match result.status:
         case TaskStatus.IN_PROGRESS:
             _on_in_progress(run, task, result.callback_after_seconds)
@@ -117,6 +124,10 @@ def _on_signal(run: DecisionRun, signal: Signal) -> None:
             "signal_not_accepted",
             f"signal for {signal.task_ref_name} ignored: {task.kind} tasks take results, not signals",
         )
+        return
+    problems = payload_problems(signal.output, "output", run.limits.payload)
+    if problems:  # the edges refuse such a signal; this keeps the core safe on its own
+        run.reject("signal_past_limits", f"signal for {signal.task_ref_name} ignored: {describe(problems)}")
         return
     task.output_data = dict(signal.output)
     if signal.status is TaskStatus.COMPLETED:

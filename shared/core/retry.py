@@ -3,6 +3,11 @@
 import hashlib
 
 from shared.models.definitions import RetryLogic, TaskDef
+from shared.models.limits import JAVA_INT_MAX
+
+MAX_EXPONENT = 31
+"""2**31 times any delay is past any sensible wait; a larger exponent would only make Python
+build a huge integer (retryCount may be up to 2**31 - 1)."""
 
 
 def retry_delay_seconds(task_def: TaskDef, retry_count: int) -> int:
@@ -10,7 +15,8 @@ def retry_delay_seconds(task_def: TaskDef, retry_count: int) -> int:
 
     FIXED: retryDelaySeconds. EXPONENTIAL_BACKOFF: retryDelaySeconds * 2^(retry_count-1).
     LINEAR_BACKOFF: retryDelaySeconds * backoffScaleFactor * retry_count. Capped by
-    maxRetryDelaySeconds when set.
+    maxRetryDelaySeconds when set, and by 2**31 - 1 seconds (68 years) always, so a deadline
+    stays a date.
     """
     base = task_def.retry_delay_seconds
     n = max(retry_count - 1, 0)
@@ -18,12 +24,12 @@ def retry_delay_seconds(task_def: TaskDef, retry_count: int) -> int:
         case RetryLogic.FIXED:
             delay = base
         case RetryLogic.EXPONENTIAL_BACKOFF:
-            delay = base * (2**n)
+            delay = base * (2 ** min(n, MAX_EXPONENT))
         case RetryLogic.LINEAR_BACKOFF:
             delay = base * task_def.backoff_scale_factor * (n + 1)
     if task_def.max_retry_delay_seconds:
         delay = min(delay, task_def.max_retry_delay_seconds)
-    return delay
+    return min(delay, JAVA_INT_MAX)
 
 
 def retry_delay_ms(task_def: TaskDef, retry_count: int, jitter_seed: str) -> int:

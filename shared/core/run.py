@@ -23,6 +23,13 @@ from shared.core.retry import retry_delay_ms
 from shared.core.tasktypes import TaskType, TaskTypeRegistry
 from shared.core.tasktypes.base import SYSTEM_TASK_DEFAULT
 from shared.models.definitions import TaskDef, WorkflowDef, WorkflowTask
+from shared.models.limits import (
+    DEFAULT_PAYLOAD_LIMITS,
+    MAX_TIME_MS,
+    PayloadLimits,
+    describe,
+    payload_problems,
+)
 from shared.models.messages import OutboxMessage, TimerRequest
 from shared.models.runtime import (
     DynamicNode,
@@ -46,9 +53,11 @@ WORKFLOW_STATUS_FOR_FAILED_TASK = {
 @dataclass(frozen=True)
 class Limits:
     """What bounds one decision: the server-side steps it may take before it commits and asks
-    itself to go on (each script's own limits are the sandbox's)."""
+    itself to go on (each script's own limits are the sandbox's), and the size and shape of
+    every payload it takes in or builds (a task's input, a task's output)."""
 
     max_steps: int = 200
+    payload: PayloadLimits = DEFAULT_PAYLOAD_LIMITS
 
 
 DEFAULT_LIMITS = Limits()
@@ -121,7 +130,10 @@ class DecisionRun:
         self.dirty = True
 
     def arm_timer(self, timer: PendingTimer) -> None:
-        """Record a pending timer in the state and ask the timer service to arm it."""
+        """Record a pending timer in the state and ask the timer service to arm it (never past
+        the last instant the stores hold: a deadline that far away is "never")."""
+        if timer.fire_at > MAX_TIME_MS:
+            timer = timer.model_copy(update={"fire_at": MAX_TIME_MS})
         self.state.timers[timer.timer_id] = timer
         self.publish(
             TimerRequest(
@@ -321,12 +333,24 @@ class DecisionRun:
 
     def start(self, node: WorkflowTask, scope: Scope) -> TaskState:
         task = self.create(node, scope)
+        problems = payload_problems(task.input_data, "inputData", self.limits.payload)
+        if problems:  # built from outputs and expressions: each may pass and their sum not
+            self.fail(task, TaskStatus.FAILED_WITH_TERMINAL_ERROR, describe(problems))
+            return task
         self.registry.get(node.type).start(self, node, task, scope)
         return task
 
     def complete(self, task: TaskState, output: Mapping[str, Any] | None = None) -> None:
+        """Complete `task` with `output` merged into its output, unless that is past the payload
+        limits: then it fails for good (Conductor's FAILED_WITH_TERMINAL_ERROR for an output over
+        its maximum), and nothing of the output is kept."""
         if output:
-            task.output_data = {**task.output_data, **output}
+            merged = {**task.output_data, **output}
+            problems = payload_problems(merged, "outputData", self.limits.payload)
+            if problems:
+                self.fail(task, TaskStatus.FAILED_WITH_TERMINAL_ERROR, describe(problems))
+                return
+            task.output_data = merged
         self.finish(task, TaskStatus.COMPLETED)
 
     def finish(self, task: TaskState, status: TaskStatus, reason: str | None = None) -> None:

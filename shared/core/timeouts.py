@@ -154,5 +154,6 @@ def arm_next_deadline(run: DecisionRun) -> None:
         return
     for later in armed:  # superseded by an earlier deadline
         run.cancel_timer(later.timer_id)
-    timer_id = ids.timer_id(run.state.workflow_id, f"deadline-{due}")
+    run.state.deadline_timers += 1
+    timer_id = ids.timer_id(run.state.workflow_id, f"deadline-{run.state.deadline_timers}-{due}")
     run.arm_timer(PendingTimer(timer_id=timer_id, purpose=TIMER_DEADLINE, fire_at=due))

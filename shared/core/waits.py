@@ -10,6 +10,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
+from shared.models.limits import JAVA_INT_MAX, MAX_TIME_MS
+
+MAX_WAIT_MS = JAVA_INT_MAX * 1000
+"""The longest `duration` (68 years, as any seconds field): now plus it is always a date."""
+
 _DURATION = re.compile(
     r"^\s*(?:(?P<days>\d+)\s*(?:days?|d)\b)?"
     r"\s*(?:(?P<hours>\d+)\s*(?:hours?|hrs?|h)\b)?"
@@ -31,7 +36,13 @@ def parse_duration_ms(text: object) -> int:
     if match is None or not any(match.groupdict().values()):
         raise WaitSpecError(f"duration {text!r} is not {DURATION_HELP}")
     parts = {unit: int(value or 0) for unit, value in match.groupdict().items()}
-    return int(timedelta(**parts).total_seconds() * 1000)
+    try:
+        milliseconds = int(timedelta(**parts).total_seconds() * 1000)
+    except OverflowError:
+        milliseconds = MAX_TIME_MS + 1
+    if milliseconds > MAX_WAIT_MS:
+        raise WaitSpecError(f"duration {text!r} is longer than {MAX_WAIT_MS // 86_400_000} days")
+    return milliseconds
 
 
 def parse_until_ms(text: object) -> int:
@@ -52,7 +63,7 @@ def parse_until_ms(text: object) -> int:
     for pattern in _UNTIL_FORMATS:
         try:
             moment = datetime.strptime(value, pattern).replace(tzinfo=zone)
-            return int(moment.timestamp() * 1000)
+            return _a_date(int(moment.timestamp() * 1000), text)
         except ValueError:
             continue
     try:
@@ -61,7 +72,13 @@ def parse_until_ms(text: object) -> int:
         raise WaitSpecError(f"until {text!r} is not {UNTIL_HELP}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return _a_date(int(moment.timestamp() * 1000), text)
+
+
+def _a_date(epoch_ms: int, text: str) -> int:
+    if epoch_ms > MAX_TIME_MS:
+        raise WaitSpecError(f"until {text!r} is after the end of year 9999 (UTC)")
+    return max(epoch_ms, 0)  # a time already past ends the WAIT at once
 
 
 def wait_ends_at(parameters: dict[str, object], now: int) -> int | None:

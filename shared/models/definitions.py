@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from shared.models.limits import JAVA_INT_MAX, MAX_TIME_MS, DefinitionName, Reference
+
 TASK_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
 """What a worker task's name may be: it becomes a topic name (`tasks.<name>`), so Kafka's alphabet."""
 
@@ -95,35 +97,35 @@ CONDUCTOR_TASK_TYPES: frozenset[str] = frozenset(
 class TaskDef(ConductorModel):
     """A registered task type's execution policy (retries, timeouts, limits)."""
 
-    name: str = Field(min_length=1)
+    name: DefinitionName
     description: str | None = None
-    retry_count: int = Field(default=3, ge=0)
-    timeout_seconds: int = Field(default=0, ge=0)
+    retry_count: int = Field(default=3, ge=0, le=JAVA_INT_MAX)
+    timeout_seconds: int = Field(default=0, ge=0, le=JAVA_INT_MAX)
     input_keys: list[str] = Field(default_factory=list)
     output_keys: list[str] = Field(default_factory=list)
     timeout_policy: TaskTimeoutPolicy = TaskTimeoutPolicy.TIME_OUT_WF
     retry_logic: RetryLogic = RetryLogic.FIXED
-    retry_delay_seconds: int = Field(default=60, ge=0)
-    response_timeout_seconds: int = Field(default=3600, ge=1)
-    concurrent_exec_limit: int | None = None
+    retry_delay_seconds: int = Field(default=60, ge=0, le=JAVA_INT_MAX)
+    response_timeout_seconds: int = Field(default=3600, ge=1, le=JAVA_INT_MAX)
+    concurrent_exec_limit: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
     input_template: dict[str, Any] = Field(default_factory=dict)
-    rate_limit_per_frequency: int | None = None
-    rate_limit_frequency_in_seconds: int | None = None
+    rate_limit_per_frequency: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
+    rate_limit_frequency_in_seconds: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
     isolation_group_id: str | None = Field(default=None, alias="isolationGroupId")
     execution_name_space: str | None = None
     owner_email: str | None = None
-    poll_timeout_seconds: int | None = None
-    backoff_scale_factor: int = Field(default=1, ge=1)
-    max_retry_delay_seconds: int | None = None
-    backoff_jitter_ms: int | None = None
-    total_timeout_seconds: int = Field(default=0, ge=0)
+    poll_timeout_seconds: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
+    backoff_scale_factor: int = Field(default=1, ge=1, le=JAVA_INT_MAX)
+    max_retry_delay_seconds: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
+    backoff_jitter_ms: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
+    total_timeout_seconds: int = Field(default=0, ge=0, le=JAVA_INT_MAX)
     base_type: str | None = None
     input_schema: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
     enforce_schema: bool = False
     owner_app: str | None = None
-    create_time: int | None = None
-    update_time: int | None = None
+    create_time: int | None = Field(default=None, ge=0, le=MAX_TIME_MS)
+    update_time: int | None = Field(default=None, ge=0, le=MAX_TIME_MS)
     created_by: str | None = None
     updated_by: str | None = None
     tags: list[dict[str, Any]] | None = None
@@ -132,14 +134,14 @@ class TaskDef(ConductorModel):
 class SubWorkflowParams(ConductorModel):
     model_config = ConfigDict(extra="allow")
     name: str | None = None
-    version: int | None = None
+    version: int | None = Field(default=None, ge=1, le=JAVA_INT_MAX)
 
 
 class WorkflowTask(ConductorModel):
     """One node of a workflow's task graph, as Conductor writes it."""
 
-    name: str = Field(min_length=1)
-    task_reference_name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
+    task_reference_name: Reference
     description: str | None = None
     input_parameters: dict[str, Any] = Field(default_factory=dict)
     type: str = "SIMPLE"
@@ -153,7 +155,7 @@ class WorkflowTask(ConductorModel):
     dynamic_fork_tasks_input_param_name: str | None = None
     default_case: list[WorkflowTask] = Field(default_factory=list)
     fork_tasks: list[list[WorkflowTask]] = Field(default_factory=list)
-    start_delay: int = 0
+    start_delay: int = Field(default=0, ge=0, le=JAVA_INT_MAX)
     sub_workflow_param: SubWorkflowParams | None = None
     join_on: list[str] = Field(default_factory=list)
     sink: str | None = None
@@ -166,7 +168,7 @@ class WorkflowTask(ConductorModel):
     loop_over: list[WorkflowTask] = Field(default_factory=list)
     items: Any = None
     """DO_WHILE list mode: an expression (or list) of the items to iterate over."""
-    retry_count: int | None = Field(default=None, ge=0)
+    retry_count: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
     evaluator_type: str | None = None
     expression: str | None = None
     on_state_change: dict[str, Any] = Field(default_factory=dict)
@@ -178,21 +180,21 @@ class WorkflowTask(ConductorModel):
 class WorkflowDef(ConductorModel):
     """A versioned workflow blueprint. Executions embed a snapshot of it (with TaskDefs resolved)."""
 
-    name: str = Field(min_length=1)
+    name: DefinitionName
     description: str | None = None
-    version: int = Field(default=1, ge=1)
+    version: int = Field(default=1, ge=1, le=JAVA_INT_MAX)
     tasks: list[WorkflowTask] = Field(min_length=1)
     input_parameters: list[str] = Field(default_factory=list)
     output_parameters: dict[str, Any] = Field(default_factory=dict)
     failure_workflow: str | None = None
-    schema_version: int = 2
+    schema_version: int = Field(default=2, ge=0, le=JAVA_INT_MAX)
     restartable: bool = True
     workflow_status_listener_enabled: bool = False
     workflow_status_listener_sink: str | None = None
     owner_email: str | None = None
     owner_app: str | None = None
     timeout_policy: WorkflowTimeoutPolicy = WorkflowTimeoutPolicy.ALERT_ONLY
-    timeout_seconds: int = Field(default=0, ge=0)
+    timeout_seconds: int = Field(default=0, ge=0, le=JAVA_INT_MAX)
     variables: dict[str, Any] = Field(default_factory=dict)
     input_template: dict[str, Any] = Field(default_factory=dict)
     input_schema: dict[str, Any] | None = None
@@ -201,8 +203,8 @@ class WorkflowDef(ConductorModel):
     rate_limit_config: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     masked_fields: list[str] | None = None
-    create_time: int | None = None
-    update_time: int | None = None
+    create_time: int | None = Field(default=None, ge=0, le=MAX_TIME_MS)
+    update_time: int | None = Field(default=None, ge=0, le=MAX_TIME_MS)
     created_by: str | None = None
     updated_by: str | None = None
     tags: list[dict[str, Any]] | None = Field(

@@ -12,6 +12,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
+from shared.models.limits import (
+    JAVA_INT_MAX,
+    MAX_TIME_MS,
+    DefinitionName,
+    Reference,
+    Text,
+    WorkflowId,
+    truncated,
+)
 from shared.models.runtime import TaskStatus
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -21,7 +30,7 @@ class Envelope(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     v: Literal[1] = SCHEMA_VERSION
-    id: str = Field(min_length=1, description="Message id; the receiver's dedupe key.")
+    id: str = Field(min_length=1, max_length=1000, description="Message id; the receiver's dedupe key.")
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -37,17 +46,17 @@ class StartWorkflow(Envelope):
     """Start one execution. `workflowId` is chosen by the sender so a redelivery is idempotent."""
 
     type: Literal["start_workflow"] = "start_workflow"
-    workflow_id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    version: int | None = Field(default=None, ge=1)
+    workflow_id: WorkflowId
+    name: DefinitionName
+    version: int | None = Field(default=None, ge=1, le=JAVA_INT_MAX)
     input: dict[str, Any] = Field(default_factory=dict)
-    correlation_id: str | None = None
+    correlation_id: Text | None = None
     workflow_def: dict[str, Any] | None = Field(
         default=None,
         description="An inline WorkflowDef to run instead of a registered one (validated like a "
         "registration; nothing is registered).",
     )
-    parent_workflow_id: str | None = Field(
+    parent_workflow_id: WorkflowId | None = Field(
         default=None, description="Set when a SUB_WORKFLOW task starts this execution."
     )
     parent_workflow_task_id: str | None = Field(
@@ -59,13 +68,15 @@ class TaskResult(Envelope):
     """A worker's report on one task execution (Conductor's TaskResult)."""
 
     type: Literal["task_result"] = "task_result"
-    workflow_instance_id: str = Field(min_length=1)
-    task_id: str = Field(min_length=1)
+    workflow_instance_id: WorkflowId
+    task_id: Reference
     status: TaskStatus
     output_data: dict[str, Any] = Field(default_factory=dict)
-    reason_for_incompletion: str | None = None
-    worker_id: str | None = None
-    callback_after_seconds: int = Field(default=0, ge=0)
+    reason_for_incompletion: Annotated[str | None, truncated] = Field(
+        default=None, description="Cut to its first 1,000 characters (Conductor keeps 500)."
+    )
+    worker_id: Text | None = None
+    callback_after_seconds: int = Field(default=0, ge=0, le=JAVA_INT_MAX)
     logs: list[str] = Field(default_factory=list)
 
 
@@ -73,8 +84,8 @@ class Signal(Envelope):
     """Completes (or fails) a WAIT task by reference name; `output` becomes the task's output."""
 
     type: Literal["signal"] = "signal"
-    workflow_id: str = Field(min_length=1)
-    task_ref_name: str = Field(min_length=1)
+    workflow_id: WorkflowId
+    task_ref_name: Reference
     status: TaskStatus = TaskStatus.COMPLETED
     output: dict[str, Any] = Field(default_factory=dict)
 
@@ -83,35 +94,35 @@ class TerminateWorkflow(Envelope):
     """Operator command: stop the execution, cancel what is in flight."""
 
     type: Literal["terminate"] = "terminate"
-    workflow_id: str = Field(min_length=1)
-    reason: str | None = None
+    workflow_id: WorkflowId
+    reason: Annotated[str | None, truncated] = None
 
 
 class SubWorkflowEnded(Envelope):
     """A SUB_WORKFLOW's child execution ended; sent by the child's decision to its parent."""
 
     type: Literal["subworkflow_ended"] = "subworkflow_ended"
-    workflow_id: str = Field(min_length=1, description="The parent workflow.")
-    task_id: str = Field(min_length=1, description="The parent's SUB_WORKFLOW task execution.")
-    sub_workflow_id: str = Field(min_length=1)
-    status: str = Field(description="The child's final WorkflowStatus.")
+    workflow_id: WorkflowId = Field(description="The parent workflow.")
+    task_id: Reference = Field(description="The parent's SUB_WORKFLOW task execution.")
+    sub_workflow_id: WorkflowId
+    status: str = Field(max_length=40, description="The child's final WorkflowStatus.")
     output: dict[str, Any] = Field(default_factory=dict)
-    reason: str | None = None
+    reason: Annotated[str | None, truncated] = None
 
 
 class TimerFired(Envelope):
     type: Literal["timer_fired"] = "timer_fired"
-    workflow_id: str = Field(min_length=1)
-    timer_id: str = Field(min_length=1)
+    workflow_id: WorkflowId
+    timer_id: str = Field(min_length=1, max_length=1000)
 
 
 class DecideRequest(Envelope):
     """Sent by the sweeper: re-evaluate this workflow and republish its unsent outbox."""
 
     type: Literal["decide_request"] = "decide_request"
-    workflow_id: str = Field(min_length=1)
-    reason: str = ""
-    stale_before: int | None = None
+    workflow_id: WorkflowId
+    reason: Annotated[str, truncated] = ""
+    stale_before: int | None = Field(default=None, ge=0, le=MAX_TIME_MS)
     """Epoch ms. When set, the workflow looked stuck: the decider repairs what a lost message
     would leave behind — it dispatches again a worker task still SCHEDULED since before this
     time, and treats a timer due before this time as fired."""
@@ -158,9 +169,9 @@ class TimerRequest(Envelope):
 
     type: Literal["timer_request"] = "timer_request"
     action: Literal["arm", "cancel"]
-    timer_id: str
-    workflow_id: str
-    fire_at: int = 0
+    timer_id: str = Field(min_length=1, max_length=1000)
+    workflow_id: WorkflowId
+    fire_at: int = Field(default=0, ge=0, le=MAX_TIME_MS)
 
 
 class WorkflowEvent(Envelope):

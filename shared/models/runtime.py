@@ -154,6 +154,10 @@ class WorkflowState(CamelModel):
     tasks: dict[str, TaskState] = Field(default_factory=dict)
     timers: dict[str, PendingTimer] = Field(default_factory=dict)
     next_seq: int = 1
+    deadline_timers: int = 0
+    """How many deadline timers this execution has armed: part of each one's id, so an id is
+    never armed again after it was cancelled or fired (a reused id's firing would be taken for a
+    duplicate, and a cancel and a re-arm of one id could cross)."""
     timeout_alerted: bool = False
     """The workflow passed its timeoutSeconds under ALERT_ONLY and the alert went out (once)."""
     failure_workflow_id: str | None = None
