@@ -57,6 +57,9 @@ class Backend(Protocol):
     async def workflows(
         self, *, status: WorkflowStatus | None, name: str | None, limit: int
     ) -> list[dict[str, Any]]: ...
+    async def dead_letters(self, limit: int) -> list[dict[str, Any]]: ...
+    async def dead_letter(self, letter_id: str) -> dict[str, Any] | None: ...
+    async def replay(self, letter_id: str) -> dict[str, Any]: ...
 
 
 def backend_for(settings: CairnSettings) -> Backend:
@@ -171,6 +174,26 @@ class HttpBackend:
         results: list[dict[str, Any]] = body["results"]
         return results
 
+    async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
+        letters: list[dict[str, Any]] = (
+            await self._call("GET", "/api/deadletters", params={"limit": limit})
+        ).json()
+        return letters
+
+    async def dead_letter(self, letter_id: str) -> dict[str, Any] | None:
+        response = await self._call("GET", f"/api/deadletters/{letter_id}")
+        letter: dict[str, Any] | None = None if response.status_code == 404 else response.json()
+        return letter
+
+    async def replay(self, letter_id: str) -> dict[str, Any]:
+        response = await self._call("POST", f"/api/deadletters/{letter_id}/replay")
+        if response.status_code == 404:
+            raise BackendError(
+                response.json().get("message", "not found"), "list them with `cairn deadletter ls`"
+            )
+        replayed: dict[str, Any] = response.json()
+        return replayed
+
 
 class DirectBackend:
     """Straight to MongoDB (reads, definitions) and Kafka (commands), as the services see them."""
@@ -248,3 +271,24 @@ class DirectBackend:
 
         documents = await self._store.list_workflows(status=status, name=name, limit=limit)
         return [workflow_summary_json(d) for d in documents]
+
+    async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
+        from shared.deadletters import list_letters
+
+        return await list_letters(self._bus, self.settings.topics.dead_letter, limit)
+
+    async def dead_letter(self, letter_id: str) -> dict[str, Any] | None:
+        from shared.deadletters import DeadLetterNotFoundError, find_letter, letter_json
+
+        try:
+            return letter_json(await find_letter(self._bus, self.settings.topics.dead_letter, letter_id))
+        except DeadLetterNotFoundError:
+            return None
+
+    async def replay(self, letter_id: str) -> dict[str, Any]:
+        from shared.deadletters import DeadLetterNotFoundError, replay_letter
+
+        try:
+            return await replay_letter(self._bus, self.settings.topics.dead_letter, letter_id)
+        except DeadLetterNotFoundError as error:
+            raise BackendError(str(error), "list them with `cairn deadletter ls`") from None

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cairn.backends import DEFAULT_SERVER, Backend, BackendError, backend_for
+from cairn.cli_deadletters import deadletter_app
 from cairn.tree import is_nested, line, task_tree
 from shared.config import CairnSettings
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_help=True)
 app.add_typer(def_app, name="def")
+app.add_typer(deadletter_app, name="deadletter")
 console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
@@ -256,9 +258,11 @@ def worker_command(
         else:
             from cairn.worker import WorkerRunner
             from services.common import reachable_kafka_bus
+            from shared.guard import GuardedBus
 
             err.print(f"running workers for: {types} (Kafka {settings.kafka_bootstrap})")
-            bus = await reachable_kafka_bus(settings, "cairn-worker", stop)
+            kafka = await reachable_kafka_bus(settings, "cairn-worker", stop)
+            bus = GuardedBus(kafka, settings.topics.dead_letter, settings.fault_poison_marker)
             await WorkerRunner(bus, settings.topics, workers, limit, auto_heartbeat=heartbeat).run(stop)
 
     run_service("worker", main, settings)

@@ -21,6 +21,7 @@ from services.clock import now_ms
 from services.runtime import StartupError
 from services.system_worker import TASK_TYPES as SYSTEM_TASK_TYPES
 from shared.config import CairnSettings
+from shared.guard import GuardedBus
 from shared.ports.bus import Bus
 from shared.ports.store import Store
 
@@ -162,6 +163,9 @@ async def run_services(
     unknown = [name for name in services if name not in BUILDERS]
     if unknown:
         raise ValueError(f"unknown service(s) {', '.join(unknown)}; choose from {', '.join(SERVICES)}")
+    # Every consumer behind the poison guard: a message its handler keeps failing on is
+    # dead-lettered, an outage is waited out (shared/guard.py).
+    bus = GuardedBus(bus, settings.topics.dead_letter, settings.fault_poison_marker)
     await bus.ensure_topics([*settings.topics.fixed, *map(settings.topics.tasks, SYSTEM_TASK_TYPES)])
     components = [BUILDERS[name](store, bus, settings, listening) for name in services]
     await bus.start()

@@ -28,6 +28,9 @@ from shared.ports.store import Store
 
 log = logging.getLogger("cairn")
 
+DEAD_LETTER_RETENTION_S = 7 * 86_400.0
+"""How long `cairn dev` keeps dead letters: as long as Kafka keeps a topic by default."""
+
 
 def kafka_security(settings: CairnSettings) -> KafkaSecurity:
     """The TLS/SASL options of every Kafka client, from the CAIRN_KAFKA_* settings."""
@@ -118,7 +121,12 @@ async def mongo_store(settings: CairnSettings, stop: asyncio.Event | None = None
 def embedded_bus(path: str, settings: CairnSettings) -> Bus:
     from shared.adapters.embedded_bus import EmbeddedBus
 
-    return EmbeddedBus(path, partitions=settings.kafka_partitions, client_id="cairn-dev")
+    return EmbeddedBus(
+        path,
+        partitions=settings.kafka_partitions,
+        client_id="cairn-dev",
+        kept_longer={settings.topics.dead_letter: DEAD_LETTER_RETENTION_S},
+    )
 
 
 async def sqlite_store(path: str) -> Store:

@@ -143,6 +143,11 @@ class CairnSettings(BaseSettings):
         None, description="OTLP/HTTP endpoint; tracing export is off when unset."
     )
     log_level: str = Field("INFO", description="Python logging level.")
+    fault_poison_marker: str | None = Field(
+        None,
+        description="Tests only: every consumer fails on messages containing this text, to show that "
+        "they are dead-lettered after a bounded number of attempts. Never set it in production.",
+    )
     startup_retry_s: float = Field(
         300.0,
         description="How long a service keeps retrying to reach MongoDB when it starts (with backoff) "

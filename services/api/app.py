@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from services.api import execute, executions, metadata, tasks
+from services.api import deadletters, execute, executions, metadata, tasks
 from services.api.body_limit import BodyLimit
 from services.api.context import ApiContext
 from services.api.errors import install_error_handlers
@@ -23,6 +23,7 @@ def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> Fas
     app.include_router(execute.router)
     app.include_router(executions.router)
     app.include_router(tasks.router)
+    app.include_router(deadletters.router)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
 

@@ -26,7 +26,7 @@ from shared.core.refs import node_ref
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.messages import WORKER_TASK, TaskMessage, TaskResult
 from shared.models.runtime import TaskStatus
-from shared.ports.bus import Bus, Outgoing, Received, Subscription
+from shared.ports.bus import Bus, Outgoing, Received, RedeliverError, Subscription
 from shared.ports.store import Store, WorkflowHeads
 from shared.topics import Topics
 
@@ -36,7 +36,7 @@ DEFAULT_CLAIM_LEASE_MS = 3_600_000
 """Conductor's default responseTimeoutSeconds: how long a poller holds a task it never reports."""
 
 
-class QueueClosedError(RuntimeError):
+class QueueClosedError(RedeliverError):
     """The api left the task type's group; unsettled tasks go back to the bus."""
 
 

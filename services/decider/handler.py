@@ -41,7 +41,7 @@ from shared.models.messages import (
     workflow_id_of,
 )
 from shared.models.runtime import WorkflowState, WorkflowStatus
-from shared.ports.bus import Bus, Outgoing, Received
+from shared.ports.bus import Bus, Outgoing, Received, RedeliverError
 from shared.ports.store import Commit, Store
 from shared.topics import Topics
 
@@ -71,8 +71,8 @@ MAX_COMMIT_ATTEMPTS = 20
 MAX_TASK_DEF_ROUNDS = 5
 
 
-class CommitConflictError(RuntimeError):
-    """Too many lost version checks in a row; the batch is redelivered."""
+class CommitConflictError(RedeliverError):
+    """Too many lost version checks in a row; the batch is redelivered (never a dead letter)."""
 
 
 @dataclass

@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
@@ -361,9 +361,24 @@ def _leave(conn: sqlite3.Connection, group: str, member: str) -> None:
         conn.execute("DELETE FROM bus_members WHERE grp = ? AND member = ?", (group, member))
 
 
-def _prune(conn: sqlite3.Connection, published_before: int, seen_before: int) -> int:
+def _peek(conn: sqlite3.Connection, topic: str, limit: int) -> list[Received]:
+    rows = conn.execute(
+        "SELECT partition, offset, key, value, headers FROM bus_messages WHERE topic = ?"
+        " ORDER BY published_at DESC, partition, offset DESC LIMIT ?",
+        (topic, limit),
+    ).fetchall()
+    return [
+        Received(topic, bytes(value), key, json.loads(headers), partition, offset)
+        for partition, offset, key, value, headers in reversed(rows)
+    ]
+
+
+def _prune(
+    conn: sqlite3.Connection, published_before: int, seen_before: int, kept_longer: dict[str, int]
+) -> int:
     """Delete messages every known group of their topic has committed past and that were published
-    before `published_before`; forget members not seen since `seen_before`. Returns the count."""
+    before `published_before` (`kept_longer[topic]` for the topics listed there); forget members
+    not seen since `seen_before`. Returns the count."""
     deleted = 0
     with _write(conn):
         marks = conn.execute("SELECT topic, partition, next_offset FROM bus_partitions").fetchall()
@@ -377,7 +392,7 @@ def _prune(conn: sqlite3.Connection, published_before: int, seen_before: int) ->
             deleted += conn.execute(
                 "DELETE FROM bus_messages WHERE topic = ? AND partition = ? AND offset < ?"
                 " AND published_at < ?",
-                (topic, partition, bound, published_before),
+                (topic, partition, bound, kept_longer.get(topic, published_before)),
             ).rowcount
         conn.execute("DELETE FROM bus_members WHERE seen_at < ?", (seen_before,))
     return deleted
@@ -629,6 +644,7 @@ class EmbeddedBus:
         poll_interval_s: float = 0.05,
         session_timeout_s: float = 10.0,
         retention_s: float = 3600.0,
+        kept_longer: Mapping[str, float] | None = None,
         prune_interval_s: float = 60.0,
         graceful_timeout_s: float = 15.0,
     ) -> None:
@@ -641,6 +657,8 @@ class EmbeddedBus:
         self.graceful_timeout_s = graceful_timeout_s
         self.db = _Database(self.path)
         self._retention_ms = int(retention_s * 1000)
+        self._kept_longer_ms = {topic: int(s * 1000) for topic, s in (kept_longer or {}).items()}
+        """Topics whose messages are kept longer (seconds): the dead letters operators read."""
         self._prune_interval_s = prune_interval_s
         self._pending: list[tuple[tuple[str, ...], str, BatchHandler, int]] = []
         self._members: list[_Member] = []
@@ -705,12 +723,16 @@ class EmbeddedBus:
     async def ensure_topics(self, topics: Sequence[str]) -> None:
         await self.db.run(_create_topics, list(dict.fromkeys(topics)), self.partitions)
 
+    async def peek(self, topic: str, limit: int) -> list[Received]:
+        return await self.db.run(_peek, topic, limit)
+
     async def prune(self, older_than_ms: int) -> int:
         """Delete messages older than `older_than_ms` that every known group has committed past;
         forget members silent for far longer than a session. Returns how many messages went."""
         now = _now_ms()
         forget_after = max(60_000, 10 * self.session_ms)
-        return await self.db.run(_prune, now - older_than_ms, now - forget_after)
+        longer = {topic: now - max(ms, older_than_ms) for topic, ms in self._kept_longer_ms.items()}
+        return await self.db.run(_prune, now - older_than_ms, now - forget_after, longer)
 
     async def _prune_periodically(self) -> None:
         while True:

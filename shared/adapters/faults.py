@@ -257,6 +257,9 @@ class FaultyBus:
     async def ensure_topics(self, topics: Sequence[str]) -> None:
         await self.inner.ensure_topics(topics)
 
+    async def peek(self, topic: str, limit: int) -> list[Received]:
+        return await self.inner.peek(topic, limit)
+
     async def publish(self, messages: Sequence[Outgoing]) -> None:
         now: list[Outgoing] = []
         for message in messages:

@@ -23,6 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 from faststream import AckPolicy, Context
@@ -259,6 +260,48 @@ class KafkaBus:
             except TopicAlreadyExistsError:
                 return
             _raise_refused_topics(response)
+
+    async def peek(self, topic: str, limit: int) -> list[Received]:
+        """A consumer without a group, assigned every partition: the last `limit` records of each
+        partition up to its end offset, merged by timestamp, the newest `limit` of them kept."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            client_id=f"{self._client_id}-peek",
+            enable_auto_commit=False,
+            **self._security.client_options(),
+        )
+        await consumer.start()
+        try:
+            partitions = [TopicPartition(topic, p) for p in await self._partition_ids(topic)]
+            if not partitions:
+                return []
+            consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
+            starts = await consumer.beginning_offsets(partitions)
+            records: list[Any] = []
+            for partition in partitions:
+                first = max(starts[partition], ends[partition] - limit)
+                if first >= ends[partition]:
+                    continue
+                consumer.seek(partition, first)
+                while await consumer.position(partition) < ends[partition]:
+                    batch = await consumer.getmany(partition, timeout_ms=1000)
+                    got = batch.get(partition, [])
+                    if not got:
+                        break
+                    records.extend(r for r in got if r.offset < ends[partition])
+            records.sort(key=lambda record: (record.timestamp, record.partition, record.offset))
+            return [_received(record) for record in records[-limit:]]
+        finally:
+            await consumer.stop()
+
+    async def _partition_ids(self, topic: str) -> list[int]:
+        async with self._admin() as admin:
+            described = await admin.describe_topics([topic])
+        for entry in described:
+            if entry.get("topic") == topic and not entry.get("error_code"):
+                return sorted(p["partition"] for p in entry.get("partitions", []))
+        return []
 
     async def check_access(self) -> None:
         """Connect once the way every client of this bus will (TLS, SASL) and list the topics:

@@ -35,6 +35,11 @@ class Received:
 BatchHandler = Callable[[Sequence[Received]], Awaitable[None]]
 
 
+class RedeliverError(Exception):
+    """Raised by a handler that wants its batch delivered again later and is not failing on its
+    content (a queue closing under it, commit races it lost too often): never a dead letter."""
+
+
 class Subscription(Protocol):
     async def close(self) -> None:
         """Leave the group: finish the in-flight batch, then stop; the group's other members
@@ -67,4 +72,10 @@ class Bus(Protocol):
 
     async def ensure_topics(self, topics: Sequence[str]) -> None:
         """Create topics that do not exist yet (no-op where topics need no creation)."""
+        ...
+
+    async def peek(self, topic: str, limit: int) -> list[Received]:
+        """The newest `limit` messages of `topic` still retained, from every partition, oldest
+        first; read outside any consumer group (nothing is committed). For operators: the
+        dead-letter topic nobody consumes (`cairn deadletter ls`)."""
         ...

@@ -315,3 +315,22 @@ async def test_poison_goes_to_dead_letter_and_next_message_is_processed(
     assert reasons[0].startswith("not JSON")
     assert "schema violation" in reasons[1] and "workflowId" in reasons[1]
     assert letters[0]["valueText"] == "{not json" and letters[0]["topic"] == topic
+
+
+async def test_peek_reads_the_newest_messages_of_a_topic_without_a_group(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+) -> None:
+    """`cairn deadletter ls` reads the dead-letter topic nobody consumes: the newest records of
+    every partition, oldest first, and reading them commits nothing."""
+    bus = make_bus()
+    buses.append(bus)
+    await bus.ensure_topics([topics.dead_letter])
+    assert await bus.peek(topics.dead_letter, 10) == []
+    for n in range(6):  # apart in time: their order in time is their order here
+        await bus.publish([msg(topics.dead_letter, f"k{n}", n)])
+        await asyncio.sleep(0.005)
+    seen = await bus.peek(topics.dead_letter, 4)
+    assert [json.loads(r.value)["n"] for r in seen] == [2, 3, 4, 5]
+    assert all(r.topic == topics.dead_letter for r in seen)
+    again = await bus.peek(topics.dead_letter, 100)
+    assert [json.loads(r.value)["n"] for r in again] == [0, 1, 2, 3, 4, 5]

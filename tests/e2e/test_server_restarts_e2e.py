@@ -167,6 +167,12 @@ def retries_logged(cluster: Cluster) -> dict[str, int]:
     }
 
 
+async def assert_nothing_dead_lettered(cluster: Cluster, server: str) -> None:
+    """Issue 12 point 2: handlers failing because a server is down wait; they never dead-letter."""
+    letters = await cluster.bus.peek(cluster.topics.dead_letter, 100)
+    assert letters == [], f"{len(letters)} messages dead-lettered while {server} was down: {letters[:3]}"
+
+
 def report(title: str, facts: dict[str, object]) -> None:
     """Printed for `pytest -s`: what the outage looked like."""
     shown = {k: round(v, 1) if isinstance(v, float) else v for k, v in facts.items()}
@@ -204,6 +210,7 @@ async def test_kafka_broker_killed_mid_workflow_resumes_nothing_lost(
     await assert_all_completed_exactly(cluster, ids)
     finished_at = time.monotonic()
     assert_all_alive(cluster, "after Kafka came back")
+    await assert_nothing_dead_lettered(cluster, "Kafka")
     report(
         "Kafka broker outage",
         {
@@ -273,6 +280,7 @@ async def test_mongo_server_killed_mid_workflow_services_retry_and_resume(
         await assert_all_completed_exactly(cluster, ids)
         finished_at = time.monotonic()
         assert_all_alive(cluster, "after the MongoDB-protocol server came back")
+        await assert_nothing_dead_lettered(cluster, "the MongoDB-protocol server")
     finally:
         await watcher.stop()
     report(

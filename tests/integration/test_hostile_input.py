@@ -19,31 +19,9 @@ import httpx
 import pytest
 
 from tests.devserver import DevServer
+from tests.trickle import TRICKLE, Trickle
 
 pytestmark = pytest.mark.integration
-
-TRICKLE = {
-    "name": "hostile_trickle",
-    "tasks": [
-        {
-            "name": "square",
-            "taskReferenceName": "square",
-            "type": "INLINE",
-            "inputParameters": {
-                "n": "${workflow.input.n}",
-                "evaluatorType": "javascript",
-                "expression": "$.n * $.n",
-            },
-        },
-        {
-            "name": "label",
-            "taskReferenceName": "label",
-            "type": "JSON_JQ_TRANSFORM",
-            "inputParameters": {"v": "${square.output.result}", "queryExpression": '"n2=\\(.v)"'},
-        },
-    ],
-    "outputParameters": {"square": "${square.output.result}", "label": "${label.output.result}"},
-}
 
 
 @pytest.fixture
@@ -76,47 +54,6 @@ async def stored_count(api: httpx.AsyncClient, workflow_type: str) -> int:
     assert response.status_code == 200, response.text
     hits: int = response.json()["totalHits"]
     return hits
-
-
-class Trickle:
-    """Starts one TRICKLE workflow every `gap_s` until stopped, then waits for all of them."""
-
-    def __init__(self, api: httpx.AsyncClient, gap_s: float = 0.1) -> None:
-        self.api = api
-        self.gap_s = gap_s
-        self.started: dict[str, tuple[int, float]] = {}
-        self.stop = asyncio.Event()
-
-    async def run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            n += 1
-            response = await self.api.post(
-                "/api/workflow", json={"name": "hostile_trickle", "input": {"n": n}}
-            )
-            assert response.status_code == 200, response.text
-            self.started[response.text] = (n, time.monotonic())
-            await asyncio.sleep(self.gap_s)
-
-    async def finish(self, within_s: float = 60) -> list[float]:
-        """Every workflow's seconds from start to the moment it was seen COMPLETED."""
-        self.stop.set()
-        took: list[float] = []
-        deadline = time.monotonic() + within_s
-        pending = dict(self.started)
-        while pending:
-            for workflow_id, (n, began) in list(pending.items()):
-                body = (
-                    await self.api.get(f"/api/workflow/{workflow_id}", params={"includeTasks": False})
-                ).json()
-                if body["status"] in ("COMPLETED", "FAILED", "TERMINATED"):
-                    assert body["status"] == "COMPLETED", body
-                    assert body["output"] == {"square": n * n, "label": f"n2={n * n}"}, body
-                    took.append(time.monotonic() - began)
-                    del pending[workflow_id]
-            assert time.monotonic() < deadline, f"{len(pending)} trickle workflows never completed"
-            await asyncio.sleep(0.05)
-        return took
 
 
 async def bad_inputs(api: httpx.AsyncClient) -> None:
