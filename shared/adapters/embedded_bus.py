@@ -209,12 +209,16 @@ def _append(
         )
 
 
-def _fair_share(partitions: int, live: Sequence[str], member: str) -> int:
-    """This member's share: everyone gets partitions // n, the first (partitions % n) members in
-    id order one more. Every member computes the same split from the same table."""
+def _range_share(partitions: int, live: Sequence[str], member: str) -> set[int]:
+    """The partitions this member should hold: Kafka's range assignment over the live members in
+    id order (the first members get one more when it does not divide). It depends only on the
+    partition count and the members, so a member gets the same partition numbers of every topic
+    of its subscription: all of a workflow's topics (keyed alike) reach one decider."""
     ordered = sorted({*live, member})
     base, extra = divmod(partitions, len(ordered))
-    return base + (1 if ordered.index(member) < extra else 0)
+    index = ordered.index(member)
+    first = index * base + min(index, extra)
+    return set(range(first, first + base + (1 if index < extra else 0)))
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,7 @@ def _rebalance(
                     (group, topic, now - session_ms),
                 )
             ]
-            quota = _fair_share(count, live, member)
+            share = _range_share(count, live, member)
             leases = {
                 partition: (owner, until)
                 for partition, owner, until in conn.execute(
@@ -257,18 +261,15 @@ def _rebalance(
                     (group, topic),
                 )
             }
-            mine = sorted(p for p, (owner, _) in leases.items() if owner == member)
-            for partition in mine[quota:]:
+            held = {p for p, (owner, _) in leases.items() if owner == member}
+            for partition in sorted(held - share):
                 conn.execute(
                     "DELETE FROM bus_leases WHERE grp = ? AND topic = ? AND partition = ? AND owner = ?",
                     (group, topic, partition, member),
                 )
-            released = released or len(mine) > quota
-            mine = mine[:quota]
-            free = [
-                p for p in range(count) if p not in leases or (leases[p][0] != member and leases[p][1] <= now)
-            ]
-            taken = free[: max(0, quota - len(mine))]
+            released = released or bool(held - share)
+            mine = sorted(held & share)
+            taken = [p for p in sorted(share - held) if p not in leases or leases[p][1] <= now]
             conn.executemany(
                 "INSERT INTO bus_leases (grp, topic, partition, owner, lease_until) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
@@ -278,7 +279,7 @@ def _rebalance(
                 "UPDATE bus_leases SET lease_until = ? WHERE grp = ? AND topic = ? AND owner = ?",
                 (now + session_ms, group, topic, member),
             )
-            short = short or len(mine) + len(taken) < quota
+            short = short or len(mine) + len(taken) < len(share)
     return _Balance(released=released, short=short)
 
 

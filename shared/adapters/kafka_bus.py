@@ -25,6 +25,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 from faststream import AckPolicy, Context
 from faststream.kafka import KafkaBroker
@@ -178,6 +179,10 @@ class KafkaBus:
             fetch_max_wait_ms=self._fetch_max_wait_ms,
             auto_offset_reset="earliest",
             ack_policy=AckPolicy.MANUAL,
+            # Range, not aiokafka's round-robin default: with every topic of a subscription
+            # partitioned alike, a member gets the same partition numbers of each, so all of a
+            # workflow's topics (keyed by its id) reach the same decider.
+            partition_assignment_strategy=(RangePartitionAssignor,),
             decoder=_raw_decoder,
             persistent=persistent,
         )

@@ -334,3 +334,40 @@ async def test_peek_reads_the_newest_messages_of_a_topic_without_a_group(
     assert all(r.topic == topics.dead_letter for r in seen)
     again = await bus.peek(topics.dead_letter, 100)
     assert [json.loads(r.value)["n"] for r in again] == [0, 1, 2, 3, 4, 5]
+
+
+async def test_members_of_a_group_get_the_same_partitions_of_every_topic(
+    make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
+) -> None:
+    """Issue 12 point 4: one owner per workflow. Three members subscribed to three topics keyed
+    alike: once the group has settled, every key's messages on all three topics reach one
+    member (Kafka's range assignment; the embedded bus computes the same split)."""
+    inbound = [topics.workflow_start, topics.task_result, topics.timer_fired]
+    producer = make_bus()
+    buses.append(producer)
+    await producer.ensure_topics(inbound)
+    owners: dict[str, dict[str, set[str]]] = {}  # key -> topic -> members that got it
+    settled = asyncio.Event()
+
+    def handler_for(name: str):  # type: ignore[no-untyped-def]
+        async def handler(batch: Sequence[Received]) -> None:
+            if settled.is_set():
+                for m in batch:
+                    owners.setdefault(str(m.key), {}).setdefault(m.topic, set()).add(name)
+
+        return handler
+
+    for name in ("a", "b", "c"):
+        consumer = make_bus()
+        buses.append(consumer)
+        consumer.subscribe(inbound, "g-copartition", handler_for(name))
+        await consumer.start()
+    await asyncio.sleep(6)  # three joins, and the rebalances they cause
+    settled.set()
+    keys = [f"wf-{n}" for n in range(60)]
+    await producer.publish([msg(topic, key, n) for n, key in enumerate(keys) for topic in inbound])
+    await eventually(lambda: all(len(owners.get(key, {})) == len(inbound) for key in keys))
+    members = {key: set().union(*owners[key].values()) for key in keys}
+    split = {key: who for key, who in members.items() if len(who) != 1}
+    assert not split, f"keys whose topics reached different members: {dict(list(split.items())[:5])}"
+    assert len(set().union(*members.values())) == 3, "the three members did not share the partitions"
