@@ -104,7 +104,12 @@ async def mongo_store(settings: CairnSettings, stop: asyncio.Event | None = None
     """The store, opened. A database that is down or wedged when a service (re)starts is waited
     for, with backoff, for `startup_retry_s`: under a supervisor, exiting at once turns a short
     outage into a crash loop, and under the chaos tests it killed restarted services."""
-    store = MongoStore(settings.mongo_url, settings.mongo_db, timeout_ms=settings.mongo_timeout_ms)
+    store = MongoStore(
+        settings.mongo_url,
+        settings.mongo_db,
+        timeout_ms=settings.mongo_timeout_ms,
+        fence_retention_ms=int(settings.mongo_fence_retention_s * 1000),
+    )
     try:
         async for attempt in _while_starting(settings, stop, retry_if_exception_type(PyMongoError)):
             with attempt:

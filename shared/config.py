@@ -62,6 +62,12 @@ class CairnSettings(BaseSettings):
         description="Bound on every MongoDB operation (server selection included): a request the server "
         "never answers fails and is retried instead of wedging a service.",
     )
+    mongo_fence_retention_s: float = Field(
+        600.0,
+        gt=0,
+        description="How long MongoDB keeps a commit's fence record once its document has moved past it "
+        "(the newest fence of a workflow is always kept).",
+    )
     topic_prefix: str = Field("cairn.", description="Prefix of every topic name.")
     decider_max_batch: int = Field(200, description="Messages the decider takes per batch.")
     decider_consumers: int = Field(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -44,8 +45,11 @@ from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, WorkflowStatus
 from shared.ports.store import Commit, WorkflowHeads, decode_heads, encode_heads, heads_of
 
+log = logging.getLogger(__name__)
+
 DUPLICATE_KEY = 11000
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
+FENCE_PRUNE_BATCH = 10_000
 # Timer claim records of a timer that is gone are pruned once its newest is this old (far beyond
 # any lease), at most this many per housekeeping run.
 TIMER_CLAIM_RETENTION_MS = 10 * 60 * 1000
@@ -199,7 +203,12 @@ def _timer_claim_id(timer_id: str, replaces: int) -> str:
 
 class MongoStore:
     def __init__(
-        self, url: str, database: str = "cairn", timeout_ms: int = 30_000, **client_options: Any
+        self,
+        url: str,
+        database: str = "cairn",
+        timeout_ms: int = 30_000,
+        fence_retention_ms: int = COMMIT_RECORD_RETENTION_MS,
+        **client_options: Any,
     ) -> None:
         # A bound on every operation: a request the server never answers fails (and the batch is
         # retried) instead of wedging a consumer forever. `client_options` go to PyMongo as they
@@ -219,6 +228,7 @@ class MongoStore:
         self._task_defs = db["task_defs"]
         self._snapshots = SnapshotCache(db["workflow_snapshots"])
         self._atomic_updates = True
+        self._fence_retention_ms = fence_retention_ms
 
     async def open(self) -> None:
         info = await self._client.admin.command("buildInfo")
@@ -371,7 +381,16 @@ class MongoStore:
         return (await self.load_workflows([workflow_id])).get(workflow_id)
 
     async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
-        """Group commit: four round-trip levels for the whole batch, whatever its size."""
+        """Group commit: four round-trip levels for the whole batch, whatever its size.
+
+        A commit of version v+1 wins only if (a) its fence `W#v+1` is inserted and (b) the stored
+        document is still at v (or at v+1: ours, rolled forward by another decider meanwhile). (b)
+        is what keeps a decider frozen past the fences' retention from committing over newer state:
+        its fence insert would succeed (the old `W#v+1` was pruned), its version check does not.
+        Task records travel inside the fence and are written only once the commit has won, so a
+        losing decision never overwrites the winner's records; a crash before they are written is
+        repaired by the roll-forward from the fence, which never has been pruned while it is newer
+        than the document (see `housekeeping`)."""
         for commit in commits:
             if commit.document.version != commit.expected_version + 1:
                 raise ValueError("commit: document.version must be expected_version + 1")
@@ -388,31 +407,63 @@ class MongoStore:
             else None
             for c in commits
         ]
-        # 1. before the commit point: task records and unsent-outbox markers (both idempotent).
-        await asyncio.gather(
-            self.upsert_tasks([task for commit in commits for task in commit.tasks]),
-            _insert_all(self._outbox_pending, [m for m in markers if m is not None]),
-        )
-        # 2. the commit point: create new documents, insert fences for updated ones.
         creates = [i for i, commit in enumerate(commits) if commit.expected_version == 0]
         updates = [i for i, commit in enumerate(commits) if commit.expected_version > 0]
-        fences = [{**data[i], "_id": _marker_id(data[i]["_id"], data[i]["version"])} for i in updates]
-        created, fenced = await asyncio.gather(
-            _insert_all(self._workflows, [data[i] for i in creates]), _insert_all(self._commits, fences)
+        # 1. before the commit point: unsent-outbox markers, and a new execution's records (a
+        # create has no fence to carry them; rivals creating one execution decide alike).
+        await asyncio.gather(
+            self.upsert_tasks([task for i in creates for task in commits[i].tasks]),
+            _insert_all(self._outbox_pending, [m for m in markers if m is not None]),
+        )
+        # 2. the commit point: create new documents, insert fences (with the records) for updated
+        # ones, and read the stored versions (by _id, the one lookup FerretDB indexes).
+        fences = [
+            {
+                **data[i],
+                "_id": _marker_id(data[i]["_id"], data[i]["version"]),
+                "records": [_task_to_mongo(task) for task in commits[i].tasks],
+            }
+            for i in updates
+        ]
+        created, fenced, stored = await asyncio.gather(
+            _insert_all(self._workflows, [data[i] for i in creates]),
+            _insert_all(self._commits, fences),
+            asyncio.gather(
+                *(self._workflows.find_one({"_id": data[i]["_id"]}, {"version": 1}) for i in updates)
+            ),
         )
         won = [False] * len(commits)
         for i, ok in zip(creates, created, strict=True):
             won[i] = ok
-        winners = [i for i, ok in zip(updates, fenced, strict=True) if ok]
-        # 3. materialise the read model.
+        winners: list[int] = []
+        stale: list[int] = []
+        for i, ok, current in zip(updates, fenced, stored, strict=True):
+            if not ok:
+                continue
+            if current is not None and current["version"] in (
+                commits[i].expected_version,
+                data[i]["version"],
+            ):
+                winners.append(i)
+            else:  # the document moved on (or is gone) behind this decider's back
+                stale.append(i)
+        # 3. materialise: the winners' task records, then the read model.
+        await self.upsert_tasks([task for i in winners for task in commits[i].tasks])
         if winners:
             result = await self._workflows.bulk_write(
                 [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in winners], ordered=False
             )
             if result.matched_count < len(winners):
-                winners = await self._drop_commits_onto_nothing(winners, data)
+                winners = await self._keep_materialised(winners, data)
             for i in winners:
                 won[i] = True
+        if stale:
+            log.warning(
+                "stale commits refused: %s", [f"{data[i]['_id']}#{data[i]['version']}" for i in stale]
+            )
+            await self._commits.delete_many(
+                {"_id": {"$in": [_marker_id(data[i]["_id"], data[i]["version"]) for i in stale]}}
+            )
         for i, ok in zip(updates, fenced, strict=True):
             if not ok:
                 await self._roll_forward(data[i]["_id"])
@@ -424,29 +475,42 @@ class MongoStore:
     def _materialise_filter(self, data: dict[str, Any]) -> dict[str, Any]:
         """Never replace a newer version — where the server can check that cheaply and atomically.
 
-        On FerretDB a filter beyond `{_id}` scans the whole collection and is not atomic anyway;
-        there a rare late materialisation can briefly show an older version, which the next
-        decision repairs (its fence insert fails and it rolls the document forward)."""
+        On FerretDB a filter beyond `{_id}` costs more and is not atomic anyway; the version read
+        at the commit point stands in for it there. What it cannot see is a rival building on this
+        very commit in the few milliseconds before the replace, which briefly shows the older
+        version until the next decision's failed fence insert rolls it forward."""
         if self._atomic_updates:
             return {"_id": data["_id"], "version": {"$lt": data["version"]}}
         return {"_id": data["_id"]}
 
-    async def _drop_commits_onto_nothing(self, winners: list[int], data: list[dict[str, Any]]) -> list[int]:
-        """A commit whose workflow document does not exist committed onto nothing: undo it."""
+    async def _keep_materialised(self, winners: list[int], data: list[dict[str, Any]]) -> list[int]:
+        """The winners whose replace matched nothing: a document that is gone committed onto
+        nothing (its fence is undone); one at this very version was rolled forward by a rival
+        (a win); one past it was built on by a rival that rolled this commit forward — reported
+        lost, which is safe: the reload finds these events applied and the outbox carried."""
         ids = [data[i]["_id"] for i in winners]
-        existing = {d["_id"] async for d in self._workflows.find({"_id": {"$in": ids}}, {"_id": 1})}
+        found = await asyncio.gather(*(self._workflows.find_one({"_id": wid}, {"version": 1}) for wid in ids))
+        versions = {d["_id"]: d["version"] for d in found if d is not None}
+        kept = []
         for i in winners:
-            if data[i]["_id"] not in existing:
+            version = versions.get(data[i]["_id"])
+            if version is None:
                 await self._commits.delete_one({"_id": _marker_id(data[i]["_id"], data[i]["version"])})
-        return [i for i in winners if data[i]["_id"] in existing]
+            elif version == data[i]["version"]:
+                kept.append(i)
+        return kept
 
     async def _roll_forward(self, workflow_id: str) -> None:
-        """Someone committed a version the document does not show yet: materialise the newest."""
+        """Someone committed a version the document does not show yet: write its task records,
+        then materialise it."""
         newest = await self._commits.find_one({"workflowId": workflow_id}, sort=[("version", DESCENDING)])
         if newest is not None:
+            records = newest.pop("records", [])
             newest["_id"] = workflow_id
             current = await self._workflows.find_one({"_id": workflow_id}, {"version": 1})
             if current is not None and current["version"] < newest["version"]:
+                if records:
+                    await self.upsert_tasks([_task_from_mongo(record) for record in records])
                 await self._workflows.replace_one(self._materialise_filter(newest), newest)
 
     async def remove_workflow(self, workflow_id: str) -> bool:
@@ -482,12 +546,28 @@ class MongoStore:
         return [data["_id"] async for data in cursor]
 
     async def housekeeping(self, now: int) -> None:
-        """Prune commit records old enough that no reader can still hold the version they fence,
-        and the timer claim records `delete_timers` left behind."""
-        await asyncio.gather(
-            self._commits.delete_many({"updatedAt": {"$lt": now - COMMIT_RECORD_RETENTION_MS}}),
-            self._prune_timer_claims(now),
-        )
+        """Prune old commit records (never one the document has not caught up with), and the
+        timer claim records `delete_timers` left behind."""
+        await asyncio.gather(self._prune_fences(now), self._prune_timer_claims(now))
+
+    async def _prune_fences(self, now: int) -> None:
+        """Fences older than the retention, but only those below their document's version: the
+        newest fence of a workflow whose materialisation was lost must stay for the roll-forward.
+        (A decider frozen longer than the retention no longer relies on fences: its commit is
+        refused by the version read at the commit point.)"""
+        old = await self._commits.find(
+            {"updatedAt": {"$lt": now - self._fence_retention_ms}},
+            {"workflowId": 1, "version": 1},
+            limit=FENCE_PRUNE_BATCH,
+        ).to_list()
+        if not old:
+            return
+        ids = sorted({record["workflowId"] for record in old})
+        found = await asyncio.gather(*(self._workflows.find_one({"_id": wid}, {"version": 1}) for wid in ids))
+        versions = {d["_id"]: d["version"] for d in found if d is not None}
+        doomed = [r["_id"] for r in old if r["version"] < versions.get(r["workflowId"], r["version"] + 1)]
+        if doomed:
+            await self._commits.delete_many({"_id": {"$in": doomed}})
 
     async def _prune_timer_claims(self, now: int) -> None:
         """Drop the claim records of timers that are gone, all of a timer's records at once, once
