@@ -1,8 +1,11 @@
 """The sweeper: the safety net. It never executes work; it asks the decider to look again.
 
 A workflow is swept when its outbox has held unsent messages longer than a grace period (the
-decider crashed between commit and publish) or when it is RUNNING and nothing was committed for a
-configurable time. Either way the sweeper publishes a decide-request; the decider republishes the
+decider crashed between commit and publish) or when something about it was due a configurable time
+ago and it has not moved (its attention time, shared/core/attention.py: a timer that should have
+fired, a dispatch that may be lost). Healthy idle workflows, such as a WAIT for a person, are never
+scanned, and the scan pages with a cursor, so no stuck workflow waits behind others. Either way
+the sweeper publishes a decide-request; the decider republishes the
 outbox and re-evaluates, both idempotent. For an idle workflow the request also says since when
 it has been idle, and the decider makes good a dispatch or timer firing that was lost; the
 sweeper checks every idle workflow against the state invariants first. The stale scan runs on
@@ -54,6 +57,9 @@ class Sweeper:
         self.limit = limit
         self._last_stale_scan = 0
         self._last_housekeeping = 0
+        self._cursor: tuple[int, str] | None = None
+        """Where the last scan of overdue workflows stopped: the next one goes on from there, so
+        past `limit` of them every one is still reached (the cursor wraps at the end)."""
 
     async def sweep_once(self) -> list[str]:
         now = self.clock()
@@ -61,7 +67,7 @@ class Sweeper:
         stale: list[str] = []
         if now - self._last_stale_scan >= self.stale_interval_ms:
             self._last_stale_scan = now
-            stale = await self.store.find_stale_running(now - self.stale_after_ms, self.limit)
+            stale = await self._overdue(now - self.stale_after_ms)
             await self._check_invariants(stale)
         requests = [self._request(workflow_id, now, stale_before=None) for workflow_id in unsent]
         requests += [
@@ -77,6 +83,12 @@ class Sweeper:
             self._last_housekeeping = now
             await self.store.housekeeping(now)
         return ids
+
+    async def _overdue(self, before: int) -> list[str]:
+        """The next page of workflows whose attention time is before `before`."""
+        page = await self.store.find_needing_attention(before, self._cursor, self.limit)
+        self._cursor = page[-1] if len(page) >= self.limit else None
+        return [workflow_id for _, workflow_id in page]
 
     def _request(self, workflow_id: str, now: int, stale_before: int | None) -> Outgoing:
         """A decide-request; for an idle workflow it carries the idle cutoff, so the decider also

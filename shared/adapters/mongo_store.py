@@ -40,6 +40,7 @@ from typing import Any
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel, ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from shared.core.attention import attention_at
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, WorkflowStatus
@@ -108,6 +109,7 @@ def _workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> d
     # What the api reads to answer workers (load_heads), without the opaque state; JSON text,
     # as FerretDB stores no nested arrays.
     data["taskHeads"] = encode_heads(document.state)
+    data["attentionAt"] = attention_at(document.state)  # None: nothing about it can be overdue
     return data
 
 
@@ -253,6 +255,7 @@ class MongoStore:
                 [("name", ASCENDING), ("updatedAt", DESCENDING)],
                 [("name", ASCENDING), ("status", ASCENDING), ("updatedAt", DESCENDING)],
                 [("taskIds", ASCENDING)],
+                [("attentionAt", ASCENDING), ("_id", ASCENDING)],
             ],
             self._commits: [[("workflowId", ASCENDING), ("version", DESCENDING)], [("updatedAt", ASCENDING)]],
             self._outbox_pending: [[("since", ASCENDING)]],
@@ -539,11 +542,30 @@ class MongoStore:
                 ids.append(marker["workflowId"])
         return ids
 
-    async def find_stale_running(self, before: int, limit: int) -> list[str]:
+    async def find_needing_attention(
+        self, before: int, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str]]:
+        since, last_id = after if after is not None else (-1, "")
+        query = {
+            "attentionAt": {"$ne": None, "$lt": before, "$gte": since},
+            "$or": [{"attentionAt": {"$gt": since}}, {"_id": {"$gt": last_id}}],
+        }
         cursor = self._workflows.find(
-            {"status": WorkflowStatus.RUNNING.value, "updatedAt": {"$lt": before}}, {"_id": 1}, limit=limit
+            query, {"attentionAt": 1}, sort=[("attentionAt", ASCENDING), ("_id", ASCENDING)], limit=limit
         )
-        return [data["_id"] async for data in cursor]
+        found = [(data["attentionAt"], data["_id"]) async for data in cursor]
+        if after is None and len(found) < limit:  # written before attention times were kept
+            legacy = self._workflows.find(
+                {
+                    "status": WorkflowStatus.RUNNING.value,
+                    "attentionAt": {"$exists": False},
+                    "updatedAt": {"$lt": before},
+                },
+                {"updatedAt": 1},
+                limit=limit - len(found),
+            )
+            found += [(data["updatedAt"], data["_id"]) async for data in legacy]
+        return found
 
     async def housekeeping(self, now: int) -> None:
         """Prune old commit records (never one the document has not caught up with), and the

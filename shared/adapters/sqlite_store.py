@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from shared.core.attention import attention_at
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
@@ -52,7 +53,8 @@ CREATE TABLE IF NOT EXISTS store_workflows (
     outbox_since INTEGER,
     snapshot_id TEXT,
     body TEXT NOT NULL,
-    heads TEXT
+    heads TEXT,
+    attention_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS store_workflows_updated ON store_workflows (updated_at);
 CREATE INDEX IF NOT EXISTS store_workflows_status ON store_workflows (status, updated_at);
@@ -111,6 +113,7 @@ class _WorkflowRow:
     snapshot_id: str | None
     body: str
     heads: str
+    attention_at: int | None
     task_ids: tuple[str, ...]
 
 
@@ -135,6 +138,7 @@ def _workflow_row(document: WorkflowDocument, snapshot_id: str | None) -> _Workf
         snapshot_id=snapshot_id,
         body=document.model_dump_json(by_alias=True, exclude={"definition"}),
         heads=encode_heads(state),
+        attention_at=attention_at(state),
         task_ids=tuple(task.task_id for task in state.tasks.values()),
     )
 
@@ -186,6 +190,17 @@ def _create_schema(connection: sqlite3.Connection) -> None:
     columns = {row[1] for row in connection.execute("PRAGMA table_info(store_workflows)")}
     if "heads" not in columns:  # a state file from before heads were kept
         connection.execute("ALTER TABLE store_workflows ADD COLUMN heads TEXT")
+    if "attention_at" not in columns:  # from before attention times: compute them once
+        connection.execute("ALTER TABLE store_workflows ADD COLUMN attention_at INTEGER")
+        rows = connection.execute("SELECT id, body FROM store_workflows WHERE status = 'RUNNING'").fetchall()
+        connection.executemany(
+            "UPDATE store_workflows SET attention_at = ? WHERE id = ?",
+            [(attention_at(WorkflowDocument.model_validate_json(body).state), wid) for wid, body in rows],
+        )
+    connection.execute(  # after the column exists in a state file of any age
+        "CREATE INDEX IF NOT EXISTS store_workflows_attention"
+        " ON store_workflows (attention_at, id) WHERE attention_at IS NOT NULL"
+    )
 
 
 def _apply_commit(connection: sqlite3.Connection, commit: _PreparedCommit) -> bool:
@@ -195,17 +210,18 @@ def _apply_commit(connection: sqlite3.Connection, commit: _PreparedCommit) -> bo
     if commit.expected_version == 0:
         cursor = connection.execute(
             "INSERT INTO store_workflows"
-            " (id, version, name, status, updated_at, outbox_since, snapshot_id, body, heads)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            " (id, version, name, status, updated_at, outbox_since, snapshot_id, body, heads,"
+            " attention_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             (row.id, row.version, row.name, row.status, row.updated_at, row.outbox_since,
-             row.snapshot_id, row.body, row.heads),
+             row.snapshot_id, row.body, row.heads, row.attention_at),
         )  # fmt: skip
     else:
         cursor = connection.execute(
             "UPDATE store_workflows SET version = ?, name = ?, status = ?, updated_at = ?,"
-            " outbox_since = ?, snapshot_id = ?, body = ?, heads = ? WHERE id = ? AND version = ?",
+            " outbox_since = ?, snapshot_id = ?, body = ?, heads = ?, attention_at = ?"
+            " WHERE id = ? AND version = ?",
             (row.version, row.name, row.status, row.updated_at, row.outbox_since, row.snapshot_id,
-             row.body, row.heads, row.id, commit.expected_version),
+             row.body, row.heads, row.attention_at, row.id, commit.expected_version),
         )  # fmt: skip
     if cursor.rowcount != 1:
         return False
@@ -559,14 +575,19 @@ class SqliteStore:
         )
         return [workflow_id for (workflow_id,) in rows]
 
-    async def find_stale_running(self, before: int, limit: int) -> list[str]:
+    async def find_needing_attention(
+        self, before: int, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str]]:
+        since, last_id = after if after is not None else (-1, "")
         rows = await self._run(
             lambda c: c.execute(
-                "SELECT id FROM store_workflows WHERE status = ? AND updated_at < ? LIMIT ?",
-                (WorkflowStatus.RUNNING.value, before, _sql_limit(limit)),
+                "SELECT attention_at, id FROM store_workflows WHERE attention_at IS NOT NULL"
+                " AND attention_at < ? AND (attention_at > ? OR (attention_at = ? AND id > ?))"
+                " ORDER BY attention_at, id LIMIT ?",
+                (before, since, since, last_id, _sql_limit(limit)),
             ).fetchall()
         )
-        return [workflow_id for (workflow_id,) in rows]
+        return [(at, workflow_id) for at, workflow_id in rows]
 
     async def remove_workflow(self, workflow_id: str) -> bool:
         def remove(connection: sqlite3.Connection) -> bool:

@@ -173,8 +173,13 @@ class Store(Protocol):
         """Workflows whose outbox was committed before `older_than` and is still not marked sent."""
         ...
 
-    async def find_stale_running(self, before: int, limit: int) -> list[str]:
-        """RUNNING workflows without a commit since `before`."""
+    async def find_needing_attention(
+        self, before: int, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str]]:
+        """(attention time, workflow id) of RUNNING workflows whose attention time
+        (shared/core/attention.py, kept with each commit) is before `before`, in that order,
+        strictly after the cursor `after`: the sweeper pages through all of them, whatever the
+        number of healthy idle workflows."""
         ...
 
     async def housekeeping(self, now: int) -> None:

@@ -156,8 +156,9 @@ async def test_outbox_mark_sent_and_sweep_queries(store: Store) -> None:
     await create(store, done)
     assert await store.find_unpublished(older_than=1000, limit=10) == ["wf-1"]
     assert await store.find_unpublished(older_than=400, limit=10) == []
-    assert sorted(await store.find_stale_running(before=2000, limit=10)) == ["stale", "wf-1"]
-    assert await store.find_stale_running(before=400, limit=10) == []
+    # Both are RUNNING with nothing that could move them: due since their update time (0).
+    assert await store.find_needing_attention(2000, None, 10) == [(0, "stale"), (0, "wf-1")]
+    assert await store.find_needing_attention(0, None, 10) == []
     await store.mark_outboxes_sent([("wf-1", 0)])  # a stale version's publisher changes nothing
     loaded = await store.load_workflow("wf-1")
     assert loaded is not None and len(loaded.outbox) == 3
@@ -612,3 +613,31 @@ async def test_sqlite_heads_of_a_row_written_before_the_heads_column(tmp_path: A
         assert heads["wf-1"].executions["r1"].dispatch_count == 3
     finally:
         await reopened.close()
+
+
+async def test_attention_times_page_past_healthy_idle_workflows(store: Store) -> None:
+    """Issue 12 point 4: the sweeper's scan is by attention time with a cursor. A WAIT for a
+    person has none; a timer is due at its fire time; a SCHEDULED worker task at its update."""
+    from shared.models.runtime import PendingTimer
+
+    waiting = task("t-wait", 1, "idle")
+    waiting.kind, waiting.status = "WAIT", TaskStatus.IN_PROGRESS
+    await create(store, document("idle", tasks={"r1": waiting}))
+    timer = PendingTimer(timer_id="x", purpose="wait", fire_at=300, task_id="t-timed")
+    timed = task("t-timed", 1, "timed")
+    timed.kind, timed.status = "WAIT", TaskStatus.IN_PROGRESS
+    await create(store, document("timed", tasks={"r1": timed}, timers={"x": timer}))
+    for n in range(3):
+        scheduled = task(f"t-{n}", 1, f"queued-{n}")
+        scheduled.update_time = 100
+        await create(store, document(f"queued-{n}", tasks={"r1": scheduled}))
+    first = await store.find_needing_attention(1000, None, 2)
+    assert first == [(100, "queued-0"), (100, "queued-1")]
+    rest = await store.find_needing_attention(1000, first[-1], 2)
+    assert rest == [(100, "queued-2"), (300, "timed")]
+    assert await store.find_needing_attention(1000, rest[-1], 2) == []
+    assert await store.find_needing_attention(200, None, 10) == [
+        (100, "queued-0"),
+        (100, "queued-1"),
+        (100, "queued-2"),
+    ]
