@@ -120,7 +120,15 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
     dispatcher = TaskDispatcher(
         bus, store, settings.topics, now_ms, idle_close_s=settings.api_poll_idle_close_s
     )
-    ctx = ApiContext(store, bus, settings.topics, now_ms, dispatcher, payload_limits=settings.payload_limits)
+    ctx = ApiContext(
+        store,
+        bus,
+        settings.topics,
+        now_ms,
+        dispatcher,
+        payload_limits=settings.payload_limits,
+        start_visible_within_s=settings.api_start_visible_s,
+    )
     app = create_app(ctx, max_request_bytes=settings.api_max_request_bytes)
 
     async def loop(stop: asyncio.Event) -> None:

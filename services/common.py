@@ -124,6 +124,8 @@ async def mongo_store(settings: CairnSettings, stop: asyncio.Event | None = None
 
 
 def embedded_bus(path: str, settings: CairnSettings) -> Bus:
+    """`cairn dev`'s bus: members keep their ids across restarts (the caller holds the state
+    file's lock, so no other process has them)."""
     from shared.adapters.embedded_bus import EmbeddedBus
 
     return EmbeddedBus(
@@ -131,6 +133,7 @@ def embedded_bus(path: str, settings: CairnSettings) -> Bus:
         partitions=settings.kafka_partitions,
         client_id="cairn-dev",
         kept_longer={settings.topics.dead_letter: DEAD_LETTER_RETENTION_S},
+        stable_members=True,
     )
 
 

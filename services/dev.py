@@ -5,13 +5,16 @@ and/or MongoDB addresses the same process runs on real servers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from services.assembly import SERVICES, run_services
 from services.common import embedded_bus, kafka_bus, mongo_store, sqlite_store
+from services.runtime import StartupError
 from shared.config import CairnSettings
 from shared.ports.bus import Bus
 from shared.ports.store import Store
@@ -50,7 +53,30 @@ async def _announce_when_listening(listening: asyncio.Event, announce: Callable[
     announce()
 
 
+@contextlib.contextmanager
+def _state_file_lock(path: Path) -> Iterator[None]:
+    """One `cairn dev` per state file: its bus members keep their ids across restarts, which is
+    right only if no other process uses them. The lock goes with the process, kill -9 included."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StartupError(
+                f"another `cairn dev` is running on {path}; stop it, or give this one its own file with --db"
+            ) from None
+        yield
+
+
 async def run_dev(
+    plan: DevPlan, settings: CairnSettings, stop: asyncio.Event, announce: Callable[[], None]
+) -> None:
+    lock = _state_file_lock(plan.db_path) if not (plan.kafka and plan.mongo) else contextlib.nullcontext()
+    with lock:
+        await _run_dev(plan, settings, stop, announce)
+
+
+async def _run_dev(
     plan: DevPlan, settings: CairnSettings, stop: asyncio.Event, announce: Callable[[], None]
 ) -> None:
     store, bus = await _adapters(plan, settings)

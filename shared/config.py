@@ -136,6 +136,12 @@ class CairnSettings(BaseSettings):
     )
     api_host: str = Field("127.0.0.1", description="Address the api listens on.")
     api_port: int = Field(8080, description="Port the api listens on.")
+    api_start_visible_s: float = Field(
+        5.0,
+        gt=0,
+        description="How long `POST /api/workflow` waits for a new execution to be readable before it "
+        "answers 503 (the start is durable; the engine is catching up) instead of an id that would 404.",
+    )
     api_poll_idle_close_s: float = Field(
         120.0,
         description="A task type no HTTP worker polled for this long is handed back to bus workers.",

@@ -45,11 +45,18 @@ class ApiError(Exception):
     """An error answer: HTTP status, a message saying what is wrong and what to do, and for
     invalid definitions the (field path, message) pairs."""
 
-    def __init__(self, status: int, message: str, problems: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        problems: list[tuple[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.problems = problems or []
+        self.headers = headers or {}
 
 
 def refuse_past_limits(ctx: ApiContext, value: object, where: str) -> None:

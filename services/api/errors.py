@@ -30,14 +30,19 @@ def _problems(errors: list[dict[str, object]]) -> list[tuple[str, str]]:
     return problems
 
 
-def _answer(status: int, message: str, problems: list[tuple[str, str]] | None = None) -> JSONResponse:
-    return JSONResponse(error_json(status, message, problems), status_code=status)
+def _answer(
+    status: int,
+    message: str,
+    problems: list[tuple[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_json(status, message, problems), status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        return _answer(error.status, error.message, error.problems)
+        return _answer(error.status, error.message, error.problems, error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -85,19 +85,29 @@ async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str
         workflow_def=inline,
     )
     await ctx.bus.publish([outgoing(ctx.topics.workflow_start, message, workflow_id, telemetry.inject())])
-    await _until_visible(ctx, workflow_id)
+    if not await _until_visible(ctx, workflow_id):
+        raise ApiError(
+            503,
+            f"workflow {workflow_id!r} was started (its start is durable) but the engine has not made it "
+            f"readable within {ctx.start_visible_within_s:g} s: it is catching up. Read it with "
+            f"GET /api/workflow/{workflow_id} in a few seconds; starting again without a workflowId "
+            "would start a second execution",
+            headers={"Retry-After": "2", "X-Cairn-Workflow-Id": workflow_id},
+        )
     return workflow_id
 
 
-async def _until_visible(ctx: ApiContext, workflow_id: str) -> None:
-    """Wait (bounded) until the decider committed the new execution: read-your-writes for the
-    caller. Past the bound the id is still returned; the start is durable on the bus."""
+async def _until_visible(ctx: ApiContext, workflow_id: str) -> bool:
+    """Wait (bounded by CAIRN_API_START_VISIBLE_S) until the decider committed the new
+    execution: read-your-writes for the caller, so an id this api returns never answers 404."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ctx.start_visible_within_s
     delay = 0.002
-    while loop.time() < deadline:
-        if await ctx.store.load_workflow(workflow_id) is not None:
-            return
+    while True:
+        if await ctx.store.load_heads([workflow_id]):
+            return True
+        if loop.time() >= deadline:
+            return False
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.1)
 

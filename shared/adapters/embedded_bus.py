@@ -493,7 +493,7 @@ class _Member:
         self.path = bus.path
         self.topics = tuple(dict.fromkeys(topics))
         self.group = group
-        self.id = f"{bus.client_id}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.id = bus.member_id(group)
         self._bus = bus
         self._handler = handler
         self._max_batch = max_batch
@@ -646,6 +646,7 @@ class EmbeddedBus:
         session_timeout_s: float = 10.0,
         retention_s: float = 3600.0,
         kept_longer: Mapping[str, float] | None = None,
+        stable_members: bool = False,
         prune_interval_s: float = 60.0,
         graceful_timeout_s: float = 15.0,
     ) -> None:
@@ -659,6 +660,8 @@ class EmbeddedBus:
         self.db = _Database(self.path)
         self._retention_ms = int(retention_s * 1000)
         self._kept_longer_ms = {topic: int(s * 1000) for topic, s in (kept_longer or {}).items()}
+        self._stable_members = stable_members
+        self._joined: dict[str, int] = {}
         """Topics whose messages are kept longer (seconds): the dead letters operators read."""
         self._prune_interval_s = prune_interval_s
         self._pending: list[tuple[tuple[str, ...], str, BatchHandler, int]] = []
@@ -683,6 +686,18 @@ class EmbeddedBus:
         await member.start()
         self._members.append(member)
         return member
+
+    def member_id(self, group: str) -> str:
+        """A new member's id. With `stable_members` it is the same in every run of this process
+        (client id, group, the how-many-th member of that group): a `cairn dev` restarted after a
+        kill finds the leases its dead run held are its own and consumes at once, instead of
+        waiting a session timeout for them to expire. Only for one process per state file (the
+        caller holds a lock on it); otherwise ids are unique per process."""
+        index = self._joined.get(group, 0)
+        self._joined[group] = index + 1
+        if self._stable_members:
+            return f"{self.client_id}:{group}:{index}"
+        return f"{self.client_id}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def forget(self, member: _Member) -> None:
         """Called by a member that closed."""
