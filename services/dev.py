@@ -53,6 +53,9 @@ async def _announce_when_listening(listening: asyncio.Event, announce: Callable[
 async def run_dev(
     plan: DevPlan, settings: CairnSettings, stop: asyncio.Event, announce: Callable[[], None]
 ) -> None:
+    from services.api.auth import api_auth
+
+    api_auth(settings)  # refuse an open public address (or a bad keys file) before opening anything
     store, bus = await _adapters(plan, settings)
     listening = asyncio.Event()
     announcing = asyncio.create_task(_announce_when_listening(listening, announce))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from services.api import execute, executions, metadata, tasks
+from services.api.auth import authorise, token_router
 from services.api.conductor import error_json
 from services.api.context import ApiContext, ApiError
 from shared.core.validation import format_location
@@ -29,8 +30,11 @@ def create_app(ctx: ApiContext) -> FastAPI:
         title="Cairn",
         summary="Durable workflows. Conductor-compatible REST API.",
         version="0.1.0",
+        # One guard for every route, so none can be added unguarded (services/api/auth.py).
+        dependencies=[Depends(authorise)],
     )
     app.state.cairn = ctx
+    app.include_router(token_router)
     app.include_router(metadata.router)
     app.include_router(execute.router)
     app.include_router(executions.router)
@@ -38,7 +42,9 @@ def create_app(ctx: ApiContext) -> FastAPI:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        return JSONResponse(error_json(error.status, error.message, error.problems), status_code=error.status)
+        return JSONResponse(
+            error_json(error.status, error.message, error.problems, error.error), status_code=error.status
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -138,15 +138,24 @@ def workflow_json(document: WorkflowDocument, tasks: list[TaskState] | None) -> 
     }
 
 
-def error_json(status: int, message: str, validation: list[tuple[str, str]] | None = None) -> dict[str, Any]:
-    """Conductor's error body (ErrorResponse)."""
-    return {
+ERROR_CODES = {400: "INVALID_INPUT", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
+
+
+def error_json(
+    status: int, message: str, validation: list[tuple[str, str]] | None = None, error: str | None = None
+) -> dict[str, Any]:
+    """Conductor's error body (ErrorResponse); `error` adds Orkes's token reason (EXPIRED_TOKEN,
+    INVALID_TOKEN), the field Conductor's clients read to renew their token."""
+    body: dict[str, Any] = {
         "status": status,
-        "code": {400: "INVALID_INPUT", 404: "NOT_FOUND", 409: "CONFLICT"}.get(status, "INTERNAL_ERROR"),
+        "code": ERROR_CODES.get(status, "INTERNAL_ERROR"),
         "message": message,
         "retryable": status >= 500,
         "validationErrors": [{"path": path, "message": text} for path, text in validation or []],
     }
+    if error is not None:
+        body["error"] = error
+    return body
 
 
 def workflow_summary_json(document: WorkflowDocument) -> dict[str, Any]:
