@@ -83,7 +83,7 @@ class TokenSigner:
         """The token's claims if this signer issued it and it has not expired; TokenError else.
         The signature is checked (in constant time) before anything in the token is believed."""
         invalid = TokenError("INVALID_TOKEN", "the token is not one this server issued; get a new one")
-        if len(token) > MAX_TOKEN_LENGTH or token.count(".") != 2:
+        if len(token) > MAX_TOKEN_LENGTH or not token.isascii() or token.count(".") != 2:
             raise invalid
         header, payload, signature = token.split(".")
         try:
