@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cairn.backends import DEFAULT_SERVER, Backend, BackendError, backend_for
+from cairn.keys_cli import keys_app
 from cairn.tree import is_nested, line, task_tree
 from shared.config import CairnSettings
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
@@ -28,6 +29,7 @@ app = typer.Typer(
 )
 def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_help=True)
 app.add_typer(def_app, name="def")
+app.add_typer(keys_app, name="keys")
 console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
