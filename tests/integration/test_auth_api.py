@@ -82,6 +82,11 @@ def assert_error(
 
 async def test_health_is_open_and_the_token_endpoint_checks_the_secret(api: httpx.AsyncClient) -> None:
     assert (await api.get("/health")).json() == {"healthy": True}
+    # The API's description grants nothing, so it stays readable (and shows where the token goes).
+    described = await api.get("/openapi.json")
+    assert described.status_code == 200
+    assert described.json()["components"]["securitySchemes"]["APIKeyHeader"]["name"] == "X-Authorization"
+    assert (await api.get("/docs")).status_code == 200
     good = await api.post("/api/token", json={"keyId": "reader", "keySecret": secret_of("reader")})
     assert good.status_code == 200 and set(good.json()) == {"token"} and good.json()["token"].count(".") == 2
     for key_id, secret in (("reader", secret_of("admin")), ("nobody", secret_of("reader")), ("reader", "")):
