@@ -70,7 +70,9 @@ ROUTE_PERMISSIONS: dict[tuple[str, str], Permission] = {
 
 
 def permission_for(method: str, path: str) -> Permission:
-    """What a route needs; a route nobody mapped is admin-only, never open."""
+    """What a route needs; a route nobody mapped is admin-only, never open. `path` is the
+    route's own template (`scope["route"].path`), so routers carry their prefix themselves
+    (`APIRouter(prefix=...)`) and are included without one (tests/unit/test_auth_guard.py)."""
     return ROUTE_PERMISSIONS.get((method, path), Permission.ADMINISTER)
 
 

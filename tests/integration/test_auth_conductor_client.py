@@ -101,3 +101,16 @@ def test_official_client_renews_a_token_the_server_no_longer_takes(
     settings.AUTH_TOKEN = bad
     assert isinstance(client.get_all_workflow_defs(), list)  # 401, a new token, the call again
     assert settings.AUTH_TOKEN not in (None, bad)
+
+
+def test_official_client_with_a_wrong_secret_is_refused_without_looping(auth_dev_server: DevServer) -> None:
+    """POST /api/token's 401 carries no INVALID_TOKEN: the client gives up on the token instead
+    of asking again and again, and its call fails with 401."""
+    settings = Configuration(
+        server_api_url=f"{auth_dev_server.url}/api",
+        authentication_settings=AuthenticationSettings(key_id="reader", key_secret="not-the-secret-at-all"),
+    )
+    started = time.monotonic()
+    with pytest.raises(AuthorizationException) as refused:
+        OrkesMetadataClient(settings).get_all_workflow_defs()
+    assert refused.value.status == 401 and time.monotonic() - started < 10
