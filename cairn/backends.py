@@ -16,6 +16,7 @@ from typing import Any, Protocol, Self
 
 import httpx
 
+from cairn.auth import ApiKey, ApiKeyAuth, AuthenticationFailed
 from shared.config import CairnSettings
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.runtime import TaskStatus, WorkflowStatus
@@ -64,20 +65,27 @@ class Backend(Protocol):
 
 def backend_for(settings: CairnSettings) -> Backend:
     if settings.server:
-        return HttpBackend(settings.server)
+        return HttpBackend(settings.server, ApiKey.from_settings(settings))
     if os.environ.get("CAIRN_MONGO_URL"):
         return DirectBackend(settings)
-    return HttpBackend(DEFAULT_SERVER)
+    return HttpBackend(DEFAULT_SERVER, ApiKey.from_settings(settings))
 
 
 def _dump(model: TaskDef | WorkflowDef) -> dict[str, Any]:
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+KEY_HINT = "set CAIRN_API_KEY_ID and CAIRN_API_KEY_SECRET to one of its keys (docs/deploy.md#security)"
+
+
 class HttpBackend:
-    def __init__(self, server: str) -> None:
+    """A Cairn api over HTTP; with `api_key`, authenticated with a token from POST /api/token."""
+
+    def __init__(self, server: str, api_key: ApiKey | None = None) -> None:
         self.where = server.rstrip("/")
-        self._client = httpx.AsyncClient(base_url=self.where, timeout=30.0)
+        self.api_key = api_key
+        auth = ApiKeyAuth(self.where, api_key) if api_key else None
+        self._client = httpx.AsyncClient(base_url=self.where, timeout=30.0, auth=auth)
 
     async def __aenter__(self) -> Self:
         return self
@@ -95,12 +103,20 @@ class HttpBackend:
                 f"no Cairn api at {self.where}",
                 "start one with `cairn dev`, or point CAIRN_SERVER (or --server) at yours",
             ) from None
+        except AuthenticationFailed as error:
+            raise BackendError(str(error), "check CAIRN_API_KEY_ID and CAIRN_API_KEY_SECRET") from None
         if response.status_code >= 400 and response.status_code != 404:
             try:
                 message = response.json().get("message", response.text)
             except ValueError:
                 message = response.text
-            raise BackendError(f"{self.where} answered {response.status_code}: {message}")
+            hints = {
+                401: KEY_HINT if self.api_key is None else "check CAIRN_API_KEY_ID and CAIRN_API_KEY_SECRET",
+                403: "the key's role does not allow this: use a key with a role that does",
+            }
+            raise BackendError(
+                f"{self.where} answered {response.status_code}: {message}", hints.get(response.status_code)
+            )
         return response
 
     async def register(self, task_defs: Sequence[TaskDef], workflow_defs: Sequence[WorkflowDef]) -> None:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from cairn.backends import DEFAULT_SERVER, Backend, BackendError, backend_for
 from cairn.cli_deadletters import deadletter_app
+from cairn.keys_cli import keys_app
 from cairn.tree import is_nested, line, task_tree
 from shared.config import CairnSettings
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
@@ -30,11 +31,20 @@ app = typer.Typer(
 def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_help=True)
 app.add_typer(def_app, name="def")
 app.add_typer(deadletter_app, name="deadletter")
+app.add_typer(keys_app, name="keys")
 console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+InsecureOption = Annotated[
+    bool,
+    typer.Option(
+        "--insecure",
+        help="Let the api listen on a non-loopback address without CAIRN_AUTH_KEYS_FILE, open to anyone "
+        "(CAIRN_INSECURE).",
+    ),
+]
 ServerOption = Annotated[
     str | None,
     typer.Option("--server", help="Cairn api URL (CAIRN_SERVER); default: cairn dev at 127.0.0.1:8080."),
@@ -132,6 +142,7 @@ def run(
     ],
     host: Annotated[str | None, typer.Option(help="api: address to listen on (CAIRN_API_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="api: port to listen on (CAIRN_API_PORT).")] = None,
+    insecure: InsecureOption = False,
 ) -> None:
     """Run one Cairn service on Kafka and MongoDB, configured by CAIRN_* environment variables."""
     from services.assembly import SERVICES, run_production_service
@@ -139,7 +150,7 @@ def run(
 
     if service not in SERVICES:
         _fail(f"unknown service {service!r}", f"choose one of: {', '.join(SERVICES)}")
-    settings = _with_api_address(CairnSettings(), host, port)
+    settings = _with_api_address(CairnSettings(), host, port, insecure)
 
     async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
         await run_production_service(service, settings, stop)
@@ -169,8 +180,10 @@ def health(
     console.print(f"{healthy} healthy")
 
 
-def _with_api_address(settings: CairnSettings, host: str | None, port: int | None) -> CairnSettings:
-    changes: dict[str, Any] = {}
+def _with_api_address(
+    settings: CairnSettings, host: str | None, port: int | None, insecure: bool = False
+) -> CairnSettings:
+    changes: dict[str, Any] = {"insecure": True} if insecure else {}
     if host is not None:
         changes["api_host"] = host
     if port is not None:
@@ -191,12 +204,15 @@ def dev(
     mongo: Annotated[
         str | None, typer.Option(help="Use this MongoDB instead of the state file (CAIRN_MONGO_URL).")
     ] = None,
+    insecure: InsecureOption = False,
 ) -> None:
-    """Run the whole engine in one process: api, decider, scheduler, timer and sweeper."""
+    """Run the whole engine in one process: api, decider, scheduler, timer and sweeper. Open
+    (no keys) on 127.0.0.1; on another address it needs CAIRN_AUTH_KEYS_FILE or --insecure."""
+    from services.api.auth import api_auth, describe
     from services.dev import DevPlan, run_dev
     from services.runtime import run_service
 
-    settings = _with_api_address(CairnSettings(), host, port)
+    settings = _with_api_address(CairnSettings(), host, port, insecure)
     plan = DevPlan(
         db_path=(db or Path(settings.dev_db)).resolve(),
         kafka=kafka or os.environ.get("CAIRN_KAFKA_BOOTSTRAP"),
@@ -210,6 +226,7 @@ def dev(
         table.add_row("[bold]docs[/]", f"{base}/docs")
         for what, where in plan.describe():
             table.add_row(f"[bold]{what}[/]", where)
+        table.add_row("[bold]auth[/]", describe(api_auth(settings), settings))
         err.print("[bold green]cairn dev[/] is running")
         err.print(table)
         err.print(f"next: [cyan]cairn worker examples.workers[/] (workers poll {base})")
@@ -251,10 +268,14 @@ def worker_command(
 
     async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
         if http_server:
+            from cairn.auth import ApiKey
             from cairn.http_worker import HttpWorkerRunner
 
             err.print(f"running workers for: {types} (polling {http_server})")
-            await HttpWorkerRunner(http_server, workers, limit, auto_heartbeat=heartbeat).run(stop)
+            runner = HttpWorkerRunner(
+                http_server, workers, limit, auto_heartbeat=heartbeat, api_key=ApiKey.from_settings(settings)
+            )
+            await runner.run(stop)
         else:
             from cairn.worker import WorkerRunner
             from services.common import reachable_kafka_bus

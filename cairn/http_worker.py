@@ -32,6 +32,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from cairn.auth import ApiKey, ApiKeyAuth
 from cairn.worker import WorkerSpec, execute, registered_workers
 from shared import telemetry
 from shared.models.messages import TaskMessage, TaskResult
@@ -80,7 +81,9 @@ def result_to_conductor(result: TaskResult) -> dict[str, Any]:
 
 class HttpWorkerRunner:
     """Runs up to `concurrency` tasks of each worker's type at once; `auto_heartbeat=False`
-    leaves only the heartbeats the functions ask for with `heartbeat()`."""
+    leaves only the heartbeats the functions ask for with `heartbeat()`. With `api_key` (a
+    worker key; `ApiKey.from_settings` reads CAIRN_API_KEY_ID/SECRET) every request carries a
+    token from POST /api/token, renewed when the api answers 401."""
 
     def __init__(
         self,
@@ -90,8 +93,10 @@ class HttpWorkerRunner:
         worker_id: str | None = None,
         long_poll_ms: int = LONG_POLL_MS,
         auto_heartbeat: bool = True,
+        api_key: ApiKey | None = None,
     ) -> None:
         self.server = server.rstrip("/")
+        self.api_key = api_key
         self.workers = list(workers if workers is not None else registered_workers())
         if not self.workers:
             raise ValueError("no workers registered: decorate functions with @worker('task_type')")
@@ -106,8 +111,9 @@ class HttpWorkerRunner:
         transport = httpx.AsyncHTTPTransport(retries=3)  # connection errors only
         threads = ThreadPoolExecutor(self.concurrency * len(self.workers), thread_name_prefix="cairn-worker")
         try:
+            auth = ApiKeyAuth(self.server, self.api_key) if self.api_key else None
             async with httpx.AsyncClient(
-                base_url=self.server, timeout=timeout, transport=transport
+                base_url=self.server, timeout=timeout, transport=transport, auth=auth
             ) as client:
                 await asyncio.gather(*(self._poll_loop(client, spec, stop, threads) for spec in self.workers))
         finally:
@@ -162,6 +168,8 @@ class HttpWorkerRunner:
             response = request.result()
         if response.status_code == 204:
             return []
+        if response.status_code in (401, 403):
+            raise ValueError(f"the api refused the poll ({response.status_code}): {_message(response)}")
         response.raise_for_status()
         tasks = response.json()
         if not isinstance(tasks, list):
@@ -234,6 +242,13 @@ class HttpWorkerRunner:
                         f"reporting task {result.task_id}: server answered {response.status_code}"
                     )
                 response.raise_for_status()
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("message", response.text))
+    except (ValueError, AttributeError):
+        return response.text
 
 
 class _ServerFailed(Exception):

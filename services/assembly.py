@@ -113,10 +113,14 @@ def _sweeper(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
 
 def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.api.app import create_app
+    from services.api.auth import api_auth, describe, is_loopback
     from services.api.context import ApiContext
     from services.api.dispatch import TaskDispatcher
     from services.api.server import serve
 
+    auth = api_auth(settings)
+    exposed = auth is None and not is_loopback(settings.api_host)
+    log.log(logging.WARNING if exposed else logging.INFO, "api authentication %s", describe(auth, settings))
     dispatcher = TaskDispatcher(
         bus, store, settings.topics, now_ms, idle_close_s=settings.api_poll_idle_close_s
     )
@@ -126,6 +130,7 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
         settings.topics,
         now_ms,
         dispatcher,
+        auth=auth,
         payload_limits=settings.payload_limits,
         start_visible_within_s=settings.api_start_visible_s,
     )
@@ -208,6 +213,10 @@ async def run_production_service(service: str, settings: CairnSettings, stop: as
     """`cairn run <service>`: one service on Kafka and MongoDB."""
     from services.common import mongo_store, reachable_kafka_bus
 
+    if service == "api":
+        from services.api.auth import api_auth
+
+        api_auth(settings)  # an unusable keys file or an open public address: refused before waiting
     store = await mongo_store(settings, stop)
     try:
         bus = await reachable_kafka_bus(settings, f"cairn-{service}", stop)

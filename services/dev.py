@@ -71,6 +71,9 @@ def _state_file_lock(path: Path) -> Iterator[None]:
 async def run_dev(
     plan: DevPlan, settings: CairnSettings, stop: asyncio.Event, announce: Callable[[], None]
 ) -> None:
+    from services.api.auth import api_auth
+
+    api_auth(settings)  # refuse an open public address (or a bad keys file) before opening anything
     lock = _state_file_lock(plan.db_path) if not (plan.kafka and plan.mongo) else contextlib.nullcontext()
     with lock:
         await _run_dev(plan, settings, stop, announce)

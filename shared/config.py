@@ -146,6 +146,37 @@ class CairnSettings(BaseSettings):
         120.0,
         description="A task type no HTTP worker polled for this long is handed back to bus workers.",
     )
+    auth_keys_file: str | None = Field(
+        None,
+        description="JSON file of the api's keys (a list of {keyId, keySecret or keySecretSha256, role, "
+        "taskTypes?}; docs/deploy.md#security). Set, every request but GET /health needs a token from "
+        "POST /api/token. Unset, the api is open, which it allows only on a loopback address or with "
+        "CAIRN_INSECURE.",
+    )
+    auth_token_secret: SecretStr | None = Field(
+        None,
+        description="Key the api signs its tokens with (at least 32 characters); every api replica must "
+        "have the same. Unset: derived from the keys file's content, so replicas that mount the same file "
+        "accept each other's tokens.",
+    )
+    auth_token_ttl_s: int = Field(
+        3600,
+        ge=60,
+        le=7 * 86400,
+        description="How long a token from POST /api/token is valid. Clients fetch a new one when told it "
+        "expired (conductor-python also renews every 45 minutes).",
+    )
+    insecure: bool = Field(
+        False,
+        description="Let the api listen on a non-loopback address without CAIRN_AUTH_KEYS_FILE, open to "
+        "anyone who reaches it (`--insecure`). Without it, that refuses to start.",
+    )
+    api_key_id: str | None = Field(
+        None,
+        description="Key id the CLI and HTTP workers authenticate to the api with (POST /api/token), "
+        "when the api has keys.",
+    )
+    api_key_secret: SecretStr | None = Field(None, description="The secret of CAIRN_API_KEY_ID.")
     dev_db: str = Field("cairn-dev.db", description="State file of `cairn dev` (embedded store and bus).")
     server: str | None = Field(
         None, description="URL of a Cairn api (http://127.0.0.1:8080); the CLI and workers then use HTTP."
@@ -197,6 +228,14 @@ class CairnSettings(BaseSettings):
             raise ValueError(
                 "CAIRN_KAFKA_SSL_KEYFILE needs CAIRN_KAFKA_SSL_CERTFILE (the client certificate)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _auth_is_complete(self) -> Self:
+        if (self.api_key_id is None) != (self.api_key_secret is None):
+            raise ValueError("set both CAIRN_API_KEY_ID and CAIRN_API_KEY_SECRET, or neither")
+        if self.auth_token_secret is not None and len(self.auth_token_secret.get_secret_value()) < 32:
+            raise ValueError("CAIRN_AUTH_TOKEN_SECRET must be at least 32 characters (a random string)")
         return self
 
     @property

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from services.api import deadletters, execute, executions, metadata, tasks
+from services.api.auth import authorise, token_router
 from services.api.body_limit import BodyLimit
 from services.api.context import ApiContext
 from services.api.errors import install_error_handlers
@@ -17,8 +18,11 @@ def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> Fas
         title="Cairn",
         summary="Durable workflows. Conductor-compatible REST API.",
         version="0.1.0",
+        # One guard for every route, so none can be added unguarded (services/api/auth.py).
+        dependencies=[Depends(authorise)],
     )
     app.state.cairn = ctx
+    app.include_router(token_router)
     app.include_router(metadata.router)
     app.include_router(execute.router)
     app.include_router(executions.router)

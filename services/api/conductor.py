@@ -153,10 +153,13 @@ ERROR_CODES = {
 }
 
 
-def error_json(status: int, message: str, validation: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+def error_json(
+    status: int, message: str, validation: list[tuple[str, str]] | None = None, error: str | None = None
+) -> dict[str, Any]:
     """Conductor's error body (ErrorResponse): status, code, message, instance (the host that
-    answered), retryable, validationErrors."""
-    return {
+    answered), retryable, validationErrors; `error` adds Orkes's token reason (EXPIRED_TOKEN,
+    INVALID_TOKEN), the field Conductor's clients read to renew their token."""
+    body: dict[str, Any] = {
         "status": status,
         "code": ERROR_CODES.get(status, "INTERNAL_ERROR" if status >= 500 else "INVALID_INPUT"),
         "message": message,
@@ -164,6 +167,9 @@ def error_json(status: int, message: str, validation: list[tuple[str, str]] | No
         "retryable": status >= 500,
         "validationErrors": [{"path": path, "message": text} for path, text in validation or []],
     }
+    if error is not None:
+        body["error"] = error
+    return body
 
 
 def workflow_summary_json(document: WorkflowDocument) -> dict[str, Any]:

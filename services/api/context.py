@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 
@@ -19,6 +20,9 @@ from shared.ports.bus import Bus
 from shared.ports.store import Store
 from shared.topics import Topics
 
+if TYPE_CHECKING:
+    from services.api.auth import ApiAuth
+
 
 @dataclass
 class ApiContext:
@@ -32,6 +36,8 @@ class ApiContext:
     start_visible_within_s: float = 5.0
     """How long `POST /api/workflow` waits for the new execution to become readable, so a client
     that starts and then reads (as Conductor clients do) finds it."""
+    auth: ApiAuth | None = None
+    """The api's keys and token signer; None: no authentication (services/api/auth.py)."""
 
 
 async def context(request: Request) -> ApiContext:
@@ -51,12 +57,15 @@ class ApiError(Exception):
         message: str,
         problems: list[tuple[str, str]] | None = None,
         headers: dict[str, str] | None = None,
+        error: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.problems = problems or []
         self.headers = headers or {}
+        self.error = error
+        """Orkes's reason code of a 401 (EXPIRED_TOKEN, INVALID_TOKEN): clients renew on it."""
 
 
 def refuse_past_limits(ctx: ApiContext, value: object, where: str) -> None:

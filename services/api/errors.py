@@ -35,14 +35,15 @@ def _answer(
     message: str,
     problems: list[tuple[str, str]] | None = None,
     headers: dict[str, str] | None = None,
+    error: str | None = None,
 ) -> JSONResponse:
-    return JSONResponse(error_json(status, message, problems), status_code=status, headers=headers)
+    return JSONResponse(error_json(status, message, problems, error), status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        return _answer(error.status, error.message, error.problems, error.headers)
+        return _answer(error.status, error.message, error.problems, error.headers, error.error)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

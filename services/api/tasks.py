@@ -11,10 +11,12 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import Field, field_validator
 
+from services.api.auth import Caller, ensure_may_work_on
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
 from services.api.views import load_executions
 from shared import telemetry
+from shared.auth.keys import ApiKey
 from shared.core.refs import node_ref
 from shared.core.tasktypes import REGISTRY
 from shared.messaging import outgoing
@@ -126,30 +128,32 @@ def _no_domains(domain: str | None) -> None:
 
 
 @router.post("", response_class=PlainTextResponse)
-async def update_task(ctx: Ctx, result: ConductorTaskResult) -> str:
+async def update_task(ctx: Ctx, result: ConductorTaskResult, caller: Caller) -> str:
     """Report a task execution's outcome. 404: no such execution. 409: the execution is no longer
     current (finished, timed out, retried, or its workflow ended) — the report is dropped and the
     workflow is unchanged."""
-    await _apply_result(ctx, result)
+    await _apply_result(ctx, result, caller)
     return result.task_id
 
 
 @router.post("/update-v2", response_model=None)
-async def update_task_and_poll(ctx: Ctx, result: ConductorTaskResult) -> dict[str, Any] | Response:
+async def update_task_and_poll(
+    ctx: Ctx, result: ConductorTaskResult, caller: Caller
+) -> dict[str, Any] | Response:
     """Conductor's update-v2: report a result (same answers as `POST /api/tasks`) and receive the
     next task of the same type at once (204 when none is waiting, or when the task is still in
     progress), saving a worker one poll per task."""
-    task = await _apply_result(ctx, result)
+    task = await _apply_result(ctx, result, caller)
     if result.status is TaskStatus.IN_PROGRESS:
         return Response(status_code=204)
     tasks = await ctx.dispatcher.poll(task.task_type, result.worker_id or "http-worker", 1, 0.0)
     return tasks[0] if tasks else Response(status_code=204)
 
 
-async def _apply_result(ctx: ApiContext, result: ConductorTaskResult) -> ExecutionHead:
-    """Check the result is for a current execution and publish it; the execution it is for.
-    Reads only the workflow's heads: a worker's report must not cost a parse of a document
-    holding a thousand executions."""
+async def _apply_result(ctx: ApiContext, result: ConductorTaskResult, caller: ApiKey | None) -> ExecutionHead:
+    """Check the result is for a current execution (of a task type the caller's key may work on)
+    and publish it; the execution it is for. Reads only the workflow's heads: a worker's report
+    must not cost a parse of a document holding a thousand executions."""
     heads = (await ctx.store.load_heads([result.workflow_instance_id])).get(result.workflow_instance_id)
     if heads is None:
         raise ApiError(404, f"no workflow with id {result.workflow_instance_id!r}")
@@ -158,6 +162,7 @@ async def _apply_result(ctx: ApiContext, result: ConductorTaskResult) -> Executi
         if await ctx.store.get_task(result.task_id) is None:
             raise ApiError(404, f"no task {result.task_id!r} in workflow {result.workflow_instance_id!r}")
         raise ApiError(409, f"task {result.task_id!r} is no longer current (it was retried or replaced)")
+    ensure_may_work_on(caller, current.task_type)
     if current.status.is_terminal:
         raise ApiError(409, f"task {result.task_id!r} already finished ({current.status.value})")
     if heads.status.is_terminal:

@@ -37,6 +37,8 @@ import httpx
 import yaml
 from pydantic import ValidationError
 
+from cairn.auth import ApiKey, ApiKeyAuth
+from services.api.auth import is_loopback
 from shared.config import CairnSettings
 from tests.devserver import free_port
 from tests.e2e.cluster import _die_with_parent
@@ -396,6 +398,9 @@ class ContainerSpec:
     """A preStop sleep: it runs inside the grace period, before the stop signal."""
     replicas: int = 1
     """How many containers of it run (compose's `scale`, a Deployment's `spec.replicas`)."""
+    secret_files: frozenset[str] = frozenset()
+    """Paths inside the container that secrets are mounted at (compose `secrets`, Kubernetes
+    secret volumes): where a setting naming a file (CAIRN_AUTH_KEYS_FILE) must point."""
 
     def replica_names(self) -> list[str]:
         """Its containers' names: `decider-1`, `decider-2`, ... (as compose numbers them)."""
@@ -519,6 +524,19 @@ def _compose_healthcheck(service: dict[str, Any], image: Image) -> Healthcheck |
     )
 
 
+def _compose_secret_files(name: str, service: dict[str, Any], compose: dict[str, Any]) -> frozenset[str]:
+    """Where compose mounts a service's secrets: /run/secrets/<target>, the target defaulting
+    to the secret's name."""
+    declared = compose.get("secrets") or {}
+    files = set()
+    for entry in service.get("secrets") or []:
+        source = entry if isinstance(entry, str) else entry["source"]
+        assert source in declared, f"{name}: secret {source!r} is not declared under `secrets:`"
+        target = source if isinstance(entry, str) else entry.get("target", source)
+        files.add(target if target.startswith("/") else f"/run/secrets/{target}")
+    return frozenset(files)
+
+
 def compose_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The services built from deploy/Dockerfile: Cairn's own (as tests/deploy/test_compose.py)."""
     return {
@@ -552,6 +570,7 @@ def compose_containers(compose: dict[str, Any], image: Image, venv: Path) -> lis
                 grace_s=duration_s(service.get("stop_grace_period", "10s")),
                 ports=[_compose_port(entry) for entry in service.get("ports") or []],
                 replicas=_compose_scale(name, service),
+                secret_files=_compose_secret_files(name, service, compose),
             )
         )
     return specs
@@ -625,6 +644,29 @@ def _k8s_probe(label: str, probe: dict[str, Any], ports: dict[str, int]) -> Prob
     return Probe(label, timeout, budget, http_path=get.get("path", "/"), http_port=int(port))
 
 
+def _k8s_secret_files(
+    pod: dict[str, Any], container: dict[str, Any], resources: list[dict[str, Any]]
+) -> frozenset[str]:
+    """The files a container sees from secret volumes: each key (or listed item) of the Secret
+    under the mount's path."""
+    volumes = {volume["name"]: volume for volume in pod.get("volumes") or []}
+    files = set()
+    for mount in container.get("volumeMounts") or []:
+        secret = volumes.get(mount["name"], {}).get("secret")
+        if secret is None:
+            continue
+        items = secret.get("items")
+        if items:
+            keys = [item["path"] for item in items]
+        else:
+            keys = list(_config_data(resources, "Secret", secret["secretName"]))
+        if "subPath" in mount:
+            files.add(mount["mountPath"])
+        else:
+            files.update(posixpath.join(mount["mountPath"], key) for key in keys)
+    return frozenset(files)
+
+
 def k8s_containers(resources: list[dict[str, Any]], image: Image, venv: Path) -> list[ContainerSpec]:
     """What the kubelet runs for each Deployment's container, and how many pods of it."""
     specs = []
@@ -657,6 +699,7 @@ def k8s_containers(resources: list[dict[str, Any]], image: Image, venv: Path) ->
                 ports=[int(p["containerPort"]) for p in container.get("ports") or []],
                 pre_stop_s=float(pre_stop.get("sleep", {}).get("seconds", 0)),
                 replicas=int(deployment["spec"].get("replicas", 1)),
+                secret_files=_k8s_secret_files(pod, container, resources),
             )
         )
     return specs
@@ -679,6 +722,8 @@ class Targets:
     unique: str
     otlp: str | None = None
     """A local OTLP/HTTP sink's base URL; None drops the deployment's endpoint."""
+    api_keys_file: Path | None = None
+    """The test's keys file, standing for the api keys the deployment mounts from a secret."""
 
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -778,6 +823,7 @@ def localize(
                 f"{spec.name}: the api listens on {port} (CAIRN_API_PORT) but the deployment routes "
                 f"ports {spec.ports}"
             )
+        _localize_keys_file(spec, env, host, targets)
         if host in WILDCARD_HOSTS:
             env["CAIRN_API_HOST"] = "127.0.0.1"
         for replica in spec.replica_names():
@@ -788,6 +834,26 @@ def localize(
                 replica_env["CAIRN_API_PORT"] = str(ports[port])
             local[replica] = LocalEnvironment(replica_env, ports)
     return local
+
+
+def _localize_keys_file(spec: ContainerSpec, env: dict[str, str], host: str, targets: Targets) -> None:
+    """The api's keys file must be one of the container's secret files; here it is the test's.
+    An api published without keys would refuse to start in its container (services/api/auth.py),
+    even though here, moved to 127.0.0.1, it would not."""
+    keys_file = env.get("CAIRN_AUTH_KEYS_FILE")
+    if keys_file:
+        assert keys_file in spec.secret_files, (
+            f"{spec.name}: CAIRN_AUTH_KEYS_FILE={keys_file} is not a file its secrets are mounted at "
+            f"({sorted(spec.secret_files) or 'none'})"
+        )
+        assert targets.api_keys_file is not None, f"{spec.name} reads API keys: give Targets a keys file"
+        env["CAIRN_AUTH_KEYS_FILE"] = str(targets.api_keys_file)
+    elif spec.ports:
+        insecure = env.get("CAIRN_INSECURE", "").lower() in ("1", "true", "yes", "on")
+        assert is_loopback(host) or insecure, (
+            f"{spec.name}: the api listens on {host or '0.0.0.0'} without CAIRN_AUTH_KEYS_FILE: "
+            "it would refuse to start"
+        )
 
 
 def local_databases(local: dict[str, LocalEnvironment]) -> set[str]:
@@ -1066,10 +1132,14 @@ def _ok(response: httpx.Response, what: str) -> httpx.Response:
     return response
 
 
-def run_workflow(api: str, within_s: float, diagnostics: Callable[[], str]) -> dict[str, Any]:
+def run_workflow(
+    api: str, within_s: float, diagnostics: Callable[[], str], key: ApiKey | None = None
+) -> dict[str, Any]:
     """Register the definitions, start a workflow and work its tasks, all through the api, as a
-    client and an HTTP worker would; the finished workflow (Conductor's JSON)."""
-    with httpx.Client(base_url=api, timeout=30) as http:
+    client and an HTTP worker would (with `key`'s token when the api has keys); the finished
+    workflow (Conductor's JSON)."""
+    auth = ApiKeyAuth(api, key) if key else None
+    with httpx.Client(base_url=api, timeout=30, auth=auth) as http:
         _ok(http.post("/api/metadata/taskdefs", json=TASK_DEFS), "registering the task definitions")
         _ok(http.post("/api/metadata/workflow", json=WORKFLOW), "registering the workflow")
         workflow_id = _ok(http.post(f"/api/workflow/{WORKFLOW['name']}", json=WORKFLOW_INPUT), "start").text

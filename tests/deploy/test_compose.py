@@ -175,3 +175,28 @@ def test_telemetry_reaches_the_collector_and_jaeger(services: dict[str, Any]) ->
                 )
     jaeger = collector["exporters"]["otlp/jaeger"]["endpoint"].split(":")[0]
     assert jaeger in services and "traces" in collector["service"]["pipelines"]
+
+
+def test_the_api_reads_its_keys_from_a_secret_that_is_never_committed(
+    compose: dict[str, Any], services: dict[str, Any]
+) -> None:
+    """The published api has keys (or it would refuse to start on 0.0.0.0): a compose secret
+    mounted where CAIRN_AUTH_KEYS_FILE points, from a host file git ignores, so real keys are
+    not committed by accident; and no service turns the refusal off."""
+    api = services["api"]
+    keys_file = _environment(api).get("CAIRN_AUTH_KEYS_FILE")
+    mounted = {}
+    for entry in api.get("secrets") or []:
+        source = entry if isinstance(entry, str) else entry["source"]
+        target = source if isinstance(entry, str) else entry.get("target", source)
+        mounted[target if target.startswith("/") else f"/run/secrets/{target}"] = source
+    assert keys_file in mounted, (
+        f"CAIRN_AUTH_KEYS_FILE={keys_file}; the api's secrets are at {sorted(mounted)}"
+    )
+    source = compose["secrets"][mounted[keys_file]]["file"]
+    ignored = subprocess.run(["git", "check-ignore", "-q", source], cwd=ROOT, timeout=30)
+    assert ignored.returncode == 0, f"{source} holds real keys: add it to .gitignore"
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", source], cwd=ROOT, capture_output=True)
+    assert tracked.returncode != 0, f"{source} is committed: remove it from git"
+    for name, service in services.items():
+        assert "CAIRN_INSECURE" not in _environment(service), f"{name} sets CAIRN_INSECURE"

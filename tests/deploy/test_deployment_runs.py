@@ -19,11 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from pymongo import MongoClient
 
+from cairn.auth import ApiKey
 from services.assembly import SERVICES
+from tests.authkeys import secret_of, write_keys
 from tests.deploy.deployment import (
     COMPOSE,
     EXPECTED_OUTPUT,
@@ -94,11 +97,15 @@ def deployments(mongo_url: str, tmp_path: Path) -> Iterator[DeploymentFactory]:
 
 
 def exercise(deployment: Deployment) -> None:
-    """Start every container, pass every health check, complete a workflow through the api, and
-    stop every container cleanly within its grace period."""
+    """Start every container, pass every health check, complete a workflow through the api (with
+    an admin key: the deployments run the api with keys), and stop every container cleanly
+    within its grace period."""
     deployment.start()
     deployment.wait_healthy()
-    state = run_workflow(deployment.api_url(), WORKFLOW_WITHIN_S, deployment.diagnostics)
+    anonymous = httpx.get(f"{deployment.api_url()}/api/metadata/workflow", timeout=30)
+    assert anonymous.status_code == 401, f"the api answers without a key: {anonymous.status_code}"
+    key = ApiKey("admin", secret_of("admin"))
+    state = run_workflow(deployment.api_url(), WORKFLOW_WITHIN_S, deployment.diagnostics, key)
     assert (state["status"], state["output"]) == ("COMPLETED", EXPECTED_OUTPUT), (
         f"{state}\n{deployment.diagnostics()}"
     )
@@ -147,6 +154,7 @@ def test_the_deployment_runs_as_written(
     venv: Path,
     otlp_sink: OtlpSink,
     deployments: DeploymentFactory,
+    tmp_path: Path,
 ) -> None:
     """docker-compose.yml's services, or deploy/k8s's Deployments, as local processes with the
     command, environment and probes the file gives them, as many replicas of each as it runs:
@@ -157,7 +165,9 @@ def test_the_deployment_runs_as_written(
         assert all(spec.replicas == 1 for spec in specs), {spec.name: spec.replicas for spec in specs}
     else:  # what runs here is what the file asks for, and it asks for replicas working together
         assert any(spec.replicas > 1 for spec in specs), f"{source} runs one container of each service"
-    targets = Targets(kafka_bootstrap, mongo_url, unique, otlp=otlp_sink.url)
+    targets = Targets(
+        kafka_bootstrap, mongo_url, unique, otlp=otlp_sink.url, api_keys_file=write_keys(tmp_path)
+    )
     exercise(deployments(specs, targets, hostnames))
     assert_exported(specs, otlp_sink)
 

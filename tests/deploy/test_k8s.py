@@ -17,6 +17,7 @@ import yaml
 from kubernetes_validate.utils import latest_version
 
 from services.assembly import SERVICES
+from shared.auth.keys import KeysFileError, parse_keys_text
 from shared.config import CairnSettings
 from tests.deploy.tools import require_tool
 
@@ -329,3 +330,35 @@ def test_deployment_selectors_match_their_pods() -> None:
     for service, deployment in deployments().items():
         selector = deployment["spec"]["selector"]["matchLabels"]
         assert _selects(selector, deployment["spec"]["template"]["metadata"]["labels"]), service
+
+
+API_KEYS = "cairn-api-keys"  # the Secret the api pods mount their keys file from
+
+
+def test_the_api_reads_its_keys_from_a_secret_that_holds_none_until_edited() -> None:
+    """CAIRN_AUTH_KEYS_FILE names a file of the cairn-api-keys Secret's volume (a directory
+    mount, so edits reach running pods; not optional, so no keys means no api). As shipped the
+    Secret holds no key: applied unedited, the api refuses to start rather than run open or
+    with a published secret. Nothing sets CAIRN_INSECURE."""
+    api = deployments()["api"]
+    pod = api["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {variable["name"]: variable.get("value") for variable in container.get("env", [])}
+    keys_file = env.get("CAIRN_AUTH_KEYS_FILE") or config_values().get("CAIRN_AUTH_KEYS_FILE")
+    assert keys_file, "the api has no CAIRN_AUTH_KEYS_FILE"
+    directory, key = keys_file.rsplit("/", 1)
+    mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+    assert directory in mounts and "subPath" not in mounts[directory], f"mount {directory} (no subPath)"
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    source = volumes[mounts[directory]["name"]]["secret"]
+    assert source["secretName"] == API_KEYS and not source.get("optional", False), source
+    data = {**secret(API_KEYS).get("stringData", {}), **secret(API_KEYS).get("data", {})}
+    assert key in data, f"the {API_KEYS} Secret has no {key}"
+    with pytest.raises(KeysFileError, match="no keys"):
+        parse_keys_text(data[key])
+    mode = source.get("defaultMode", 0o644)
+    group = pod.get("securityContext", {}).get("fsGroup")
+    assert mode & 0o004 or (group is not None and mode & 0o040), "the api's user cannot read its keys"
+    assert "CAIRN_INSECURE" not in config_values()
+    for where, other in containers():
+        assert "CAIRN_INSECURE" not in {v["name"] for v in other.get("env", [])}, where
