@@ -10,13 +10,14 @@ import asyncio
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Path, Query
 
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context
 from services.api.executions import StartWorkflowRequest, start_execution
 from services.api.views import load_executions
 from shared.models.documents import WorkflowDocument
+from shared.models.limits import JAVA_INT_MAX
 from shared.models.runtime import TaskState, TaskStatus
 
 router = APIRouter(prefix="/api/workflow", tags=["workflow"])
@@ -64,11 +65,11 @@ def _workflow_run(
 async def execute_workflow(
     ctx: Ctx,
     name: str,
-    version: int,
+    version: Annotated[int, Path(ge=0, le=JAVA_INT_MAX)],
     request: StartWorkflowRequest,
     requestId: str | None = None,
     waitUntilTaskRef: str | None = None,
-    waitForSeconds: int = 10,
+    waitForSeconds: Annotated[int, Query(ge=0, le=3600)] = 10,
     returnStrategy: str = "TARGET_WORKFLOW",
 ) -> dict[str, Any]:
     if returnStrategy != "TARGET_WORKFLOW":

@@ -127,7 +127,10 @@ async def start_workflow(ctx: Ctx, request: StartWorkflowRequest) -> str:
 
 @router.get("/running/{name}")
 async def running_workflows(
-    ctx: Ctx, name: str, version: int | None = None, limit: Annotated[int, Query(ge=1, le=5000)] = 1000
+    ctx: Ctx,
+    name: str,
+    version: Annotated[int | None, Query(ge=1, le=JAVA_INT_MAX)] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
 ) -> list[str]:
     documents = await ctx.store.list_workflows(status=WorkflowStatus.RUNNING, name=name, limit=limit)
     return [d.workflow_id for d in documents if version is None or d.state.workflow_version == version]
@@ -136,7 +139,7 @@ async def running_workflows(
 @router.get("/search")
 async def search_workflows(
     ctx: Ctx,
-    start: Annotated[int, Query(ge=0)] = 0,
+    start: Annotated[int, Query(ge=0, le=100_000)] = 0,
     size: Annotated[int, Query(ge=1, le=5000)] = 100,
     status: WorkflowStatus | None = None,
     workflowType: str | None = None,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
 from services.api.context import ApiContext, ApiError, context
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
 from shared.models.definitions import TaskDef, WorkflowDef
-from shared.models.limits import PayloadLimits, definition_limits, payload_problems
+from shared.models.limits import JAVA_INT_MAX, PayloadLimits, definition_limits, payload_problems
 
 router = APIRouter(prefix="/api/metadata", tags=["metadata"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -123,7 +123,9 @@ async def update_workflow_defs(ctx: Ctx, body: Annotated[Any, Body()]) -> dict[s
 
 
 @router.get("/workflow/{name}")
-async def get_workflow_def(ctx: Ctx, name: str, version: int | None = None) -> dict[str, Any]:
+async def get_workflow_def(
+    ctx: Ctx, name: str, version: Annotated[int | None, Query(ge=1, le=JAVA_INT_MAX)] = None
+) -> dict[str, Any]:
     found = await ctx.store.get_workflow_def(name, version)
     if found is None:
         which = f"version {version} of " if version is not None else ""
@@ -134,7 +136,9 @@ async def get_workflow_def(ctx: Ctx, name: str, version: int | None = None) -> d
 
 
 @router.delete("/workflow/{name}/{version}", status_code=200)
-async def delete_workflow_def(ctx: Ctx, name: str, version: int) -> Response:
+async def delete_workflow_def(
+    ctx: Ctx, name: str, version: Annotated[int, Path(ge=1, le=JAVA_INT_MAX)]
+) -> Response:
     """Unregister one version (Conductor's DELETE). Running executions finish on the snapshot
     they started with; new starts of it are refused with 404."""
     if not await ctx.store.delete_workflow_def(name, version):
