@@ -286,7 +286,7 @@ class DeciderHandler:
                 for task in decision.tasks
                 if task.status.is_terminal
             ]
-            plan.commit = Commit(committed, document.version, tasks)
+            plan.commit = Commit(committed, document.version, tasks, read_at=now)
             return plan
 
     async def _decide(self, document: WorkflowDocument, events: list[DeciderInbound], now: int) -> Decision:

@@ -26,6 +26,11 @@ class Commit:
     document: WorkflowDocument
     expected_version: int
     tasks: Sequence[TaskState] = ()
+    read_at: int | None = None
+    """Epoch ms when the decision began: its base version was read then (or, from the decider's
+    cache of its own commits, at most 30 s before). A commit made long after its read — a decider
+    frozen between the two — gets a version check of its own on MongoDB (its fence may be gone);
+    None always gets it."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ either bug; the tests keep it that way)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,9 @@ async def test_a_decider_frozen_past_the_fence_retention_cannot_commit_over_newe
     try:
         document = await started(store, bus, topics, "wf-frozen")
         frozen = Frozen(fresh_store)
-        stale = DeciderHandler(frozen, bus, topics, lambda: NOW + 5)  # type: ignore[arg-type]
+        # Its decision began 20 minutes ago by the wall clock: frozen since it read (SIGSTOP, a
+        # GC pause), longer than the fences' 10-minute retention.
+        stale = DeciderHandler(frozen, bus, topics, lambda: int(time.time() * 1000) - 20 * 60_000)  # type: ignore[arg-type]
         # The frozen decider reads v1 and decides on a result for `add` (a duplicate delivery).
         late = asyncio.create_task(
             stale.handle_batch([received(topics, result(document, "add", 3, ":late"), 1)])
