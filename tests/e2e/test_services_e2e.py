@@ -26,8 +26,10 @@ async def start_pipeline(cluster: Cluster, i: int, name: str = "wf") -> str:
 
 
 async def start_pipelines(cluster: Cluster, count: int = 50) -> list[str]:
+    """Publish all the starts at once: one after the other, the first workflows finished while
+    the last starts were still being acknowledged, and a kill test could find nothing in flight."""
     await cluster.register(*TASK_DEFS, PIPELINE)
-    return [await start_pipeline(cluster, i) for i in range(count)]
+    return list(await asyncio.gather(*(start_pipeline(cluster, i) for i in range(count))))
 
 
 async def assert_all_completed_exactly(cluster: Cluster, ids: list[str]) -> None:
