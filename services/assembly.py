@@ -103,6 +103,8 @@ def _sweeper(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
         int(settings.sweeper_outbox_grace_s * 1000),
         int(settings.sweeper_stale_after_s * 1000),
         int(settings.sweeper_stale_interval_s * 1000),
+        retention_ms=int(settings.retention_days * 86_400_000),
+        housekeeping_interval_ms=int(settings.sweeper_housekeeping_interval_s * 1000),
     )
 
     async def loop(stop: asyncio.Event) -> None:

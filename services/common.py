@@ -134,6 +134,7 @@ def embedded_bus(path: str, settings: CairnSettings) -> Bus:
         client_id="cairn-dev",
         kept_longer={settings.topics.dead_letter: DEAD_LETTER_RETENTION_S},
         stable_members=True,
+        group_retention_s=settings.bus_group_retention_s,
     )
 
 

@@ -128,6 +128,22 @@ class CairnSettings(BaseSettings):
     sweeper_stale_interval_s: float = Field(
         60.0, description="Seconds between scans for stale RUNNING workflows (a full scan on some servers)."
     )
+    sweeper_housekeeping_interval_s: float = Field(
+        60.0, gt=0, description="Seconds between housekeeping passes (pruning; purging past the retention)."
+    )
+    retention_days: float = Field(
+        30.0,
+        ge=0,
+        description="Finished executions (with their task records, claims, timers) are purged this many "
+        "days after their last write; 0 keeps them forever. Fractions are allowed.",
+    )
+    bus_group_retention_s: float = Field(
+        7 * 86_400.0,
+        ge=0,
+        description="Embedded bus: a consumer group no member consumed for this long is forgotten with its "
+        "offsets (Kafka's offsets.retention.minutes, whose default it copies), so it stops holding messages "
+        "back. On Kafka the broker's setting applies.",
+    )
     timer_poll_interval_s: float = Field(
         0.5, description="How often the timer service scans for due timers (bounds firing lateness)."
     )

@@ -10,6 +10,9 @@ outbox and re-evaluates, both idempotent. For an idle workflow the request also 
 it has been idle, and the decider makes good a dispatch or timer firing that was lost; the
 sweeper checks every idle workflow against the state invariants first. The stale scan runs on
 its own, longer interval because on some MongoDB-protocol servers it reads the whole collection.
+
+Retention is the sweeper's too: with housekeeping, finished executions older than the retention
+are purged with everything they own (Store.purge_finished), a bounded number per pass.
 """
 
 from __future__ import annotations
@@ -32,7 +35,12 @@ invariant_violated = telemetry.meter("cairn.sweeper").create_counter(
     "cairn.sweeper.invariant_violations",
     description="Idle workflows found breaking an invariant (shared/core/invariants.py)",
 )
+purged_total = telemetry.meter("cairn.sweeper").create_counter(
+    "cairn.sweeper.purged", description="Finished executions purged past the retention"
+)
 HOUSEKEEPING_INTERVAL_MS = 60_000
+PURGE_BATCH = 500
+PURGE_BATCHES_PER_PASS = 20  # at most 10,000 executions a minute: the rest waits for the next pass
 
 
 class Sweeper:
@@ -46,6 +54,8 @@ class Sweeper:
         stale_after_ms: int,
         stale_interval_ms: int,
         limit: int = 1000,
+        retention_ms: int = 0,
+        housekeeping_interval_ms: int = HOUSEKEEPING_INTERVAL_MS,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -55,6 +65,9 @@ class Sweeper:
         self.stale_after_ms = stale_after_ms
         self.stale_interval_ms = stale_interval_ms
         self.limit = limit
+        self.retention_ms = retention_ms
+        """Finished executions last written longer ago than this are purged; 0 keeps them."""
+        self.housekeeping_interval_ms = housekeeping_interval_ms
         self._last_stale_scan = 0
         self._last_housekeeping = 0
         self._cursor: tuple[int, str] | None = None
@@ -79,10 +92,26 @@ class Sweeper:
         await self.bus.publish(requests)
         if ids:
             log.info("swept %d workflows", len(ids))
-        if now - self._last_housekeeping >= HOUSEKEEPING_INTERVAL_MS:
+        if now - self._last_housekeeping >= self.housekeeping_interval_ms:
             self._last_housekeeping = now
             await self.store.housekeeping(now)
+            await self.purge(now)
         return ids
+
+    async def purge(self, now: int) -> int:
+        """Purge finished executions past the retention, up to a bound per pass; the count."""
+        if self.retention_ms <= 0:
+            return 0
+        purged = 0
+        for _ in range(PURGE_BATCHES_PER_PASS):
+            batch = await self.store.purge_finished(now - self.retention_ms, PURGE_BATCH)
+            purged += len(batch)
+            if len(batch) < PURGE_BATCH:
+                break
+        if purged:
+            purged_total.add(purged)
+            log.info("purged %d finished executions past the retention", purged)
+        return purged
 
     async def _overdue(self, before: int) -> list[str]:
         """The next page of workflows whose attention time is before `before`."""

@@ -25,7 +25,8 @@ Model (Kafka's, so the services cannot tell the two apart):
 - Publishing wakes this process's consumers of the topic at once; other processes see new
   messages within `poll_interval_s`.
 - Retention: a message is deleted once every group known to its topic has committed past it and
-  it is older than `retention_s` (the bus prunes every `prune_interval_s` while started).
+  it is older than `retention_s` (the bus prunes every `prune_interval_s` while started). A group
+  no member consumed for `group_retention_s` is forgotten, offsets and all, as Kafka forgets one.
 """
 
 from __future__ import annotations
@@ -92,6 +93,12 @@ CREATE TABLE IF NOT EXISTS bus_members (
     member TEXT NOT NULL,
     seen_at INTEGER NOT NULL,
     PRIMARY KEY (grp, topic, member)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bus_group_seen (
+    grp TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    seen_at INTEGER NOT NULL,
+    PRIMARY KEY (grp, topic)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS bus_leases (
     grp TEXT NOT NULL,
@@ -375,13 +382,37 @@ def _peek(conn: sqlite3.Connection, topic: str, limit: int) -> list[Received]:
 
 
 def _prune(
-    conn: sqlite3.Connection, published_before: int, seen_before: int, kept_longer: dict[str, int]
+    conn: sqlite3.Connection,
+    published_before: int,
+    seen_before: int,
+    kept_longer: dict[str, int],
+    group_idle_before: int,
 ) -> int:
     """Delete messages every known group of their topic has committed past and that were published
     before `published_before` (`kept_longer[topic]` for the topics listed there); forget members
-    not seen since `seen_before`. Returns the count."""
+    not seen since `seen_before`, and groups no member consumed for since `group_idle_before`
+    (their offsets too, as Kafka's offsets.retention does: a group that comes back later starts
+    from the oldest message kept), so a group nobody runs any more stops holding messages back.
+    Returns the count."""
     deleted = 0
+    now = _now_ms()
     with _write(conn):
+        conn.execute(
+            "INSERT INTO bus_group_seen (grp, topic, seen_at)"
+            " SELECT grp, topic, MAX(seen_at) FROM bus_members GROUP BY grp, topic"
+            " ON CONFLICT DO UPDATE SET seen_at = MAX(seen_at, excluded.seen_at)"
+        )
+        conn.execute(  # groups known before this table existed: idle from now on
+            "INSERT OR IGNORE INTO bus_group_seen (grp, topic, seen_at) SELECT grp, topic, ? FROM bus_groups",
+            (now,),
+        )
+        idle = conn.execute(
+            "SELECT grp, topic FROM bus_group_seen WHERE seen_at < ?", (group_idle_before,)
+        ).fetchall()
+        for table in ("bus_groups", "bus_offsets", "bus_leases", "bus_group_seen"):
+            conn.executemany(f"DELETE FROM {table} WHERE grp = ? AND topic = ?", idle)
+        if idle:
+            log.info("embedded bus forgot %d idle consumer groups: %s", len(idle), idle[:10])
         marks = conn.execute("SELECT topic, partition, next_offset FROM bus_partitions").fetchall()
         for topic, partition, next_offset in marks:
             (lowest,) = conn.execute(
@@ -649,6 +680,7 @@ class EmbeddedBus:
         stable_members: bool = False,
         prune_interval_s: float = 60.0,
         graceful_timeout_s: float = 15.0,
+        group_retention_s: float = 7 * 86_400.0,
     ) -> None:
         self.path = os.path.realpath(path)
         self.partitions = partitions
@@ -664,6 +696,7 @@ class EmbeddedBus:
         self._joined: dict[str, int] = {}
         """Topics whose messages are kept longer (seconds): the dead letters operators read."""
         self._prune_interval_s = prune_interval_s
+        self._group_retention_ms = int(group_retention_s * 1000)
         self._pending: list[tuple[tuple[str, ...], str, BatchHandler, int]] = []
         self._members: list[_Member] = []
         self._housekeeping: asyncio.Task[None] | None = None
@@ -748,7 +781,8 @@ class EmbeddedBus:
         now = _now_ms()
         forget_after = max(60_000, 10 * self.session_ms)
         longer = {topic: now - max(ms, older_than_ms) for topic, ms in self._kept_longer_ms.items()}
-        return await self.db.run(_prune, now - older_than_ms, now - forget_after, longer)
+        group_idle_before = now - max(self._group_retention_ms, forget_after)
+        return await self.db.run(_prune, now - older_than_ms, now - forget_after, longer, group_idle_before)
 
     async def _prune_periodically(self) -> None:
         while True:

@@ -597,6 +597,35 @@ class SqliteStore:
 
         return await self._write(remove)
 
+    async def purge_finished(self, ended_before: int, limit: int) -> list[str]:
+        """One transaction per batch (served by the (status, updated_at) index)."""
+        finished = [status.value for status in WorkflowStatus if status.is_terminal]
+        marks = ",".join("?" * len(finished))
+
+        def purge(connection: sqlite3.Connection) -> list[str]:
+            rows = connection.execute(
+                f"SELECT id FROM store_workflows WHERE status IN ({marks}) AND updated_at < ? LIMIT ?",
+                (*finished, ended_before, _sql_limit(limit)),
+            ).fetchall()
+            ids = [workflow_id for (workflow_id,) in rows]
+            if ids:
+                chosen = "SELECT value FROM json_each(?)"
+                param = (_ids_param(ids),)
+                connection.execute(
+                    "DELETE FROM store_task_claims WHERE task_id IN"
+                    f" (SELECT task_id FROM store_task_index WHERE workflow_id IN ({chosen}))",
+                    param,
+                )
+                connection.execute(
+                    f"DELETE FROM store_timers WHERE json_extract(body, '$.workflowId') IN ({chosen})", param
+                )
+                for table in ("store_tasks", "store_task_index"):
+                    connection.execute(f"DELETE FROM {table} WHERE workflow_id IN ({chosen})", param)
+                connection.execute(f"DELETE FROM store_workflows WHERE id IN ({chosen})", param)
+            return ids
+
+        return await self._write(purge)
+
     async def housekeeping(self, now: int) -> None:
         """Drop task claims whose lease has run out: an expired claim and no claim mean the same
         to `claim_task`, so this only keeps the table small."""

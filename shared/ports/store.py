@@ -191,6 +191,13 @@ class Store(Protocol):
         """Periodic maintenance the adapter needs (pruning); the sweeper calls it."""
         ...
 
+    async def purge_finished(self, ended_before: int, limit: int) -> list[str]:
+        """Retention: delete up to `limit` finished executions last written before
+        `ended_before` (epoch ms) with everything they own — task records, task claims, index
+        rows, timers, fences, outbox — and return their ids. Never touches an execution that is
+        not finished; the document goes last, so a purge cut short is completed by the next."""
+        ...
+
     # ---- task records ----
     async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
         """Write task records (history: executions in a terminal state) under their ids."""

@@ -313,3 +313,40 @@ async def test_members_in_two_processes_share_the_partitions_without_overlap(
     await reader
     assert ours and theirs, f"one process got everything: here {len(ours)}, there {len(theirs)}"
     assert len(ours) + len(theirs) == 300, "a message was delivered to both processes"
+
+
+async def test_a_group_nobody_consumed_for_its_retention_stops_holding_messages_back(
+    db_path: str, make_bus: Callable[..., EmbeddedBus]
+) -> None:
+    """Issue 12 point 6: a group that once joined and is gone (a worker for a task type retired,
+    an api that polled once) kept every message of its topics forever. Past the group retention
+    it is forgotten, as Kafka's offsets.retention forgets a group; a live group never is."""
+    bus = make_bus()
+    read: list[int] = []
+
+    async def reader(batch: Sequence[Received]) -> None:
+        read.extend(numbers(batch))
+
+    async def never_commits(batch: Sequence[Received]) -> None:
+        raise RuntimeError("this group never gets anywhere")
+
+    bus.subscribe([TOPIC], "g-live", reader)
+    await bus.start()
+    gone = await bus.add_subscription([TOPIC], "g-gone", never_commits)
+    await bus.publish([msg(f"k{n}", n) for n in range(10)])
+    await eventually(lambda: committed(db_path, "g-live") == 10)
+    await gone.close()
+
+    assert await bus.prune(older_than_ms=0) == 0, "a group inside its retention holds messages back"
+    conn = sqlite3.connect(db_path)
+    try:  # eight days pass for the group that is gone; the live one keeps heartbeating
+        conn.execute("UPDATE bus_group_seen SET seen_at = seen_at - 8 * 86400000 WHERE grp = 'g-gone'")
+        conn.commit()
+    finally:
+        conn.close()
+    assert await bus.prune(older_than_ms=0) == 10
+    assert query(db_path, "SELECT DISTINCT grp FROM bus_groups") == [("g-live",)]
+    assert query(db_path, "SELECT COUNT(*) FROM bus_offsets WHERE grp = 'g-gone'") == [(0,)]
+    await bus.publish([msg("k0", 10)])
+    await eventually(lambda: 10 in read)
+    assert sorted(read) == list(range(11)), "the live group lost nothing"

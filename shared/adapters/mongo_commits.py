@@ -1,0 +1,291 @@
+"""The MongoDB adapter's commit point, and where a committed workflow document lives.
+
+Fences (docs/architecture.md, "Fenced commits"): a commit of version v+1 is the insert of
+`{_id: "<workflowId>#<v+1>"}` into `workflow_commits`, carrying the whole new document and its
+task records; exactly one writer can insert it. The document is then materialised as the read
+model: into `workflows` while the execution runs, into `finished` once it has ended (inserted
+there first, then deleted from `workflows`: see `MongoParts`). A document that comes back to life
+from `finished` (a later issue's restart) moves back the same way round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pymongo import DESCENDING, ReplaceOne
+
+from shared.adapters.mongo_codec import (
+    FINISHED_STATUSES,
+    MongoParts,
+    fence_id,
+    insert_all,
+    is_finished,
+    task_from_mongo,
+    task_to_mongo,
+    workflow_to_mongo,
+)
+from shared.ports.store import Commit
+
+log = logging.getLogger(__name__)
+
+FENCE_PRUNE_BATCH = 10_000
+
+
+class MongoCommits(MongoParts):
+    async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
+        """Group commit: four round-trip levels for the whole batch, whatever its size.
+
+        A commit of version v+1 wins only if (a) its fence `W#v+1` is inserted and (b) the stored
+        document is still at v (or at v+1: ours, rolled forward by another decider meanwhile). (b)
+        is what keeps a decider frozen past the fences' retention from committing over newer state:
+        its fence insert would succeed (the old `W#v+1` was pruned), its version check does not.
+        (b) costs a read, so it is made only for a commit whose base was read long ago
+        (`_read_long_ago`); for any other, a pruned `W#v+1` is impossible and (a) decides alone
+        (measured: the read on every commit cost 10-15% of W1 on FerretDB).
+        Task records travel inside the fence and are written only once the commit has won, so a
+        losing decision never overwrites the winner's records; a crash before they are written is
+        repaired by the roll-forward from the fence, which never has been pruned while it is newer
+        than the document (see `_prune_fences`).
+
+        A create (expected version 0) is the insert into `workflows`; one whose id is already in
+        `finished` loses, as it would to an existing document."""
+        for commit in commits:
+            if commit.document.version != commit.expected_version + 1:
+                raise ValueError("commit: document.version must be expected_version + 1")
+        snapshot_ids = await self._snapshots.store([commit.document.definition for commit in commits])
+        data = [workflow_to_mongo(c.document, sid) for c, sid in zip(commits, snapshot_ids, strict=True)]
+        markers = [
+            {
+                "_id": f"{c.document.workflow_id}#{c.document.version}#{uuid.uuid4().hex}",
+                "workflowId": c.document.workflow_id,
+                "version": c.document.version,
+                "since": c.document.updated_at,
+            }
+            if c.document.outbox
+            else None
+            for c in commits
+        ]
+        creates = [i for i, commit in enumerate(commits) if commit.expected_version == 0]
+        updates = [i for i, commit in enumerate(commits) if commit.expected_version > 0]
+        # 1. before the commit point: unsent-outbox markers, and a new execution's records (a
+        # create has no fence to carry them; rivals creating one execution decide alike); and
+        # whether an id to create has finished already.
+        _, _, ended = await asyncio.gather(
+            self.upsert_tasks([task for i in creates for task in commits[i].tasks]),
+            insert_all(self._outbox_pending, [m for m in markers if m is not None]),
+            asyncio.gather(*(self._finished.find_one({"_id": data[i]["_id"]}, {"_id": 1}) for i in creates)),
+        )
+        creates_allowed = [i for i, found in zip(creates, ended, strict=True) if found is None]
+        # 2. the commit point: create new documents, insert fences (with the records) for updated
+        # ones, and read the stored versions (by _id, the one lookup FerretDB indexes).
+        fences = [
+            {
+                **data[i],
+                "_id": fence_id(data[i]["_id"], data[i]["version"]),
+                "records": [task_to_mongo(task) for task in commits[i].tasks],
+            }
+            for i in updates
+        ]
+        late = [i for i in updates if self._read_long_ago(commits[i])]
+        created, fenced, stored = await asyncio.gather(
+            insert_all(self._workflows, [data[i] for i in creates_allowed]),
+            insert_all(self._commits, fences),
+            self.stored_versions([data[i]["_id"] for i in late]),
+        )
+        won = [False] * len(commits)
+        for i, ok in zip(creates_allowed, created, strict=True):
+            won[i] = ok
+        winners: list[int] = []
+        stale: list[int] = []
+        for i, ok in zip(updates, fenced, strict=True):
+            if not ok:
+                continue
+            if i not in late or stored.get(data[i]["_id"]) in (
+                commits[i].expected_version,
+                data[i]["version"],
+            ):
+                winners.append(i)
+            else:  # the document moved on (or is gone) behind this decider's back
+                stale.append(i)
+        # 3. materialise: the winners' task records, then the read model.
+        await self.upsert_tasks([task for i in winners for task in commits[i].tasks])
+        for i in await self._materialise(winners, data):
+            won[i] = True
+        born_finished = [data[i] for i in creates_allowed if won[i] and is_finished(data[i])]
+        if born_finished:
+            await self._retire(born_finished)
+        if stale:
+            log.warning(
+                "stale commits refused: %s", [f"{data[i]['_id']}#{data[i]['version']}" for i in stale]
+            )
+            await self._commits.delete_many(
+                {"_id": {"$in": [fence_id(data[i]["_id"], data[i]["version"]) for i in stale]}}
+            )
+        for i, ok in zip(updates, fenced, strict=True):
+            if not ok:
+                await self._roll_forward(data[i]["_id"])
+        lost_markers = [m["_id"] for m, ok in zip(markers, won, strict=True) if m is not None and not ok]
+        if lost_markers:
+            await self._outbox_pending.delete_many({"_id": {"$in": lost_markers}})
+        return won
+
+    def _read_long_ago(self, commit: Commit) -> bool:
+        """Whether a commit's base was read so long ago that the fence of its next version may
+        have been pruned since: a fence is kept at least `fence_retention` after it was written,
+        so a commit within half of it (the other half absorbs clock skew between the decider and
+        the sweeper's housekeeping) is fenced by the insert alone and needs no version read."""
+        if commit.read_at is None:
+            return True
+        return time.time() * 1000 - commit.read_at > self._fence_retention_ms / 2
+
+    def _materialise_filter(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Never replace a newer version — where the server can check that cheaply and atomically.
+
+        On FerretDB a filter beyond `{_id}` costs more and is not atomic anyway; the version read
+        at the commit point stands in for it there. What it cannot see is a rival building on this
+        very commit in the few milliseconds before the replace, which briefly shows the older
+        version until the next decision's failed fence insert rolls it forward."""
+        if self._atomic_updates:
+            return {"_id": data["_id"], "version": {"$lt": data["version"]}}
+        return {"_id": data["_id"]}
+
+    async def _materialise(self, winners: list[int], data: list[dict[str, Any]]) -> list[int]:
+        """Make each winner's document the read model; returns the winners that stand."""
+        running = [i for i in winners if not is_finished(data[i])]
+        ending = [i for i in winners if is_finished(data[i])]
+        kept: list[int] = []
+        if running:
+            result = await self._workflows.bulk_write(
+                [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in running], ordered=False
+            )
+            kept += running if result.matched_count == len(running) else await self._keep(running, data)
+        if ending:
+            placed = await self._retire([data[i] for i in ending])
+            kept += [i for i, ok in zip(ending, placed, strict=True) if ok]
+        return kept
+
+    async def _retire(self, documents: list[dict[str, Any]]) -> list[bool]:
+        """Move finished documents to `finished`: insert there (replace, never by an older version,
+        when it finished before: a late event, a roll-forward), then delete from `workflows`.
+        Result i: document i is the read model now (False: a newer version is)."""
+        inserted = await insert_all(self._finished, documents)
+        placed = list(inserted)
+        again = [i for i, ok in enumerate(inserted) if not ok]
+        if again:  # rare: a finished execution committed again (FerretDB scans `finished` here)
+            results = await asyncio.gather(
+                *(
+                    self._finished.replace_one(self._materialise_filter(documents[i]), documents[i])
+                    for i in again
+                )
+            )
+            unmatched = [i for i, r in zip(again, results, strict=True) if r.matched_count == 0]
+            versions = await asyncio.gather(
+                *(self._finished.find_one({"_id": documents[i]["_id"]}, {"version": 1}) for i in unmatched)
+            )
+            for i, result in zip(again, results, strict=True):
+                placed[i] = result.matched_count > 0
+            for i, found in zip(unmatched, versions, strict=True):
+                placed[i] = found is not None and found["version"] == documents[i]["version"]
+        await asyncio.gather(
+            *(
+                self._workflows.delete_one({"_id": d["_id"], "version": {"$lte": d["version"]}})
+                for d in documents
+            )
+        )
+        return placed
+
+    async def _retire_stragglers(self, limit: int = 1_000) -> None:
+        """Finished documents still in `workflows` (stored before `finished` existed), a batch
+        at a time: one scan of `workflows` on FerretDB, which is small once they are gone."""
+        found = await self._workflows.find(
+            {"status": {"$in": list(FINISHED_STATUSES)}}, limit=limit
+        ).to_list()
+        if found:
+            await self._retire(found)
+            log.info("moved %d finished executions to the finished collection", len(found))
+
+    async def _revive(self, document: dict[str, Any]) -> bool:
+        """A finished execution running again: into `workflows` first, then out of `finished`."""
+        [inserted] = await insert_all(self._workflows, [document])
+        if inserted:
+            await self._finished.delete_one({"_id": document["_id"], "version": {"$lt": document["version"]}})
+        return inserted
+
+    async def _keep(self, running: list[int], data: list[dict[str, Any]]) -> list[int]:
+        """The running winners whose replace matched nothing: one at this very version was rolled
+        forward by a rival (a win); one past it was built on by a rival that rolled this commit
+        forward — reported lost, which is safe: the reload finds these events applied and the
+        outbox carried; one found only in `finished`, below this version, runs again (revived);
+        a document that is gone committed onto nothing (its fence is undone)."""
+        hot = await asyncio.gather(
+            *(self._workflows.find_one({"_id": data[i]["_id"]}, {"version": 1}) for i in running)
+        )
+        hot_versions = {d["_id"]: d["version"] for d in hot if d is not None}
+        cold_versions = await self.stored_versions(
+            [data[i]["_id"] for i in running if data[i]["_id"] not in hot_versions]
+        )
+        kept = []
+        for i in running:
+            workflow_id, version = data[i]["_id"], data[i]["version"]
+            if workflow_id in hot_versions:
+                if hot_versions[workflow_id] == version:
+                    kept.append(i)
+            elif workflow_id in cold_versions and cold_versions[workflow_id] < version:
+                if await self._revive(data[i]):
+                    kept.append(i)
+            elif workflow_id not in cold_versions:
+                await self._commits.delete_one({"_id": fence_id(workflow_id, version)})
+        return kept
+
+    async def _roll_forward(self, workflow_id: str) -> None:
+        """Someone committed a version the document does not show yet: write its task records,
+        then materialise it where it belongs."""
+        newest = await self._commits.find_one({"workflowId": workflow_id}, sort=[("version", DESCENDING)])
+        if newest is None:
+            return
+        records = newest.pop("records", [])
+        newest["_id"] = workflow_id
+        current = (await self.stored_versions([workflow_id])).get(workflow_id)
+        if current is None or current >= newest["version"]:
+            return
+        if records:
+            await self.upsert_tasks([task_from_mongo(record) for record in records])
+        if is_finished(newest):
+            await self._retire([newest])
+            return
+        result = await self._workflows.replace_one(self._materialise_filter(newest), newest)
+        if result.matched_count == 0:
+            await self._revive(newest)
+
+    async def remove_workflow(self, workflow_id: str) -> bool:
+        """The read model goes last: while it exists, a concurrent reader still sees a whole
+        execution; fences go too, so a roll-forward cannot bring the execution back."""
+        await self._tasks.delete_many({"workflowInstanceId": workflow_id})
+        await self._outbox_pending.delete_many({"workflowId": workflow_id})
+        await self._commits.delete_many({"workflowId": workflow_id})
+        finished, running = await asyncio.gather(
+            self._finished.delete_one({"_id": workflow_id}), self._workflows.delete_one({"_id": workflow_id})
+        )
+        return bool(finished.deleted_count or running.deleted_count)
+
+    async def _prune_fences(self, now: int) -> None:
+        """Fences older than the retention, but only those below their document's version: the
+        newest fence of a workflow whose materialisation was lost must stay for the roll-forward.
+        (A decider frozen longer than the retention no longer relies on fences: its commit is
+        refused by the version read at the commit point.)"""
+        old = await self._commits.find(
+            {"updatedAt": {"$lt": now - self._fence_retention_ms}},
+            {"workflowId": 1, "version": 1},
+            limit=FENCE_PRUNE_BATCH,
+        ).to_list()
+        if not old:
+            return
+        versions = await self.stored_versions(sorted({record["workflowId"] for record in old}))
+        doomed = [r["_id"] for r in old if r["version"] < versions.get(r["workflowId"], r["version"] + 1)]
+        if doomed:
+            await self._commits.delete_many({"_id": {"$in": doomed}})
