@@ -27,6 +27,9 @@ Model (Kafka's, so the services cannot tell the two apart):
 - Retention: a message is deleted once every group known to its topic has committed past it and
   it is older than `retention_s` (the bus prunes every `prune_interval_s` while started). A group
   no member consumed for `group_retention_s` is forgotten, offsets and all, as Kafka forgets one.
+
+The schema and the transactions are in `embedded_bus_sql`; this module holds the database
+thread, the members and the bus.
 """
 
 from __future__ import annotations
@@ -34,401 +37,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import os
 import sqlite3
 import threading
-import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
+from shared.adapters.embedded_bus_sql import (
+    SHORT_RECHECK_S,
+    append,
+    commit,
+    connect,
+    create_topics,
+    fetch,
+    heartbeat,
+    leave,
+    now_ms,
+    peek,
+    prune,
+    rebalance,
+)
 from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
-
-log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS bus_topics (
-    topic TEXT PRIMARY KEY,
-    partitions INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bus_partitions (
-    topic TEXT NOT NULL,
-    partition INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bus_messages (
-    topic TEXT NOT NULL,
-    partition INTEGER NOT NULL,
-    offset INTEGER NOT NULL,
-    key TEXT,
-    value BLOB NOT NULL,
-    headers TEXT NOT NULL,
-    published_at INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition, offset)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bus_groups (
-    grp TEXT NOT NULL,
-    topic TEXT NOT NULL,
-    PRIMARY KEY (grp, topic)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bus_offsets (
-    grp TEXT NOT NULL,
-    topic TEXT NOT NULL,
-    partition INTEGER NOT NULL,
-    committed INTEGER NOT NULL,
-    PRIMARY KEY (grp, topic, partition)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bus_members (
-    grp TEXT NOT NULL,
-    topic TEXT NOT NULL,
-    member TEXT NOT NULL,
-    seen_at INTEGER NOT NULL,
-    PRIMARY KEY (grp, topic, member)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bus_group_seen (
-    grp TEXT NOT NULL,
-    topic TEXT NOT NULL,
-    seen_at INTEGER NOT NULL,
-    PRIMARY KEY (grp, topic)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bus_leases (
-    grp TEXT NOT NULL,
-    topic TEXT NOT NULL,
-    partition INTEGER NOT NULL,
-    owner TEXT NOT NULL,
-    lease_until INTEGER NOT NULL,
-    PRIMARY KEY (grp, topic, partition)
-) WITHOUT ROWID;
-"""
-
-TopicPartition = tuple[str, int]
-
-# How long a transaction waits for another connection's write lock (any process, the store too).
-BUSY_TIMEOUT_MS = 10_000
-
-# How soon a member below its fair share looks again for partitions given back by others.
-SHORT_RECHECK_S = 0.25
-
-
-def _now_ms() -> int:
-    """Wall-clock milliseconds: leases are compared across processes, so no monotonic clock."""
-    return int(time.time() * 1000)
-
-
-# ---------------------------------------------------------------- SQLite, synchronous ----------
-# Every function below runs on the bus's database thread and is one short transaction.
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    # isolation_level=None: no implicit transactions, only the explicit BEGINs below.
-    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    # executescript commits any open transaction first, so the script brings its own.
-    conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
-    return conn
-
-
-@contextlib.contextmanager
-def _write(conn: sqlite3.Connection) -> Iterator[None]:
-    """A write transaction that takes the write lock at BEGIN: a deferred transaction that
-    upgrades later can fail with SQLITE_BUSY at once instead of waiting for the lock."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-@contextlib.contextmanager
-def _read(conn: sqlite3.Connection) -> Iterator[None]:
-    """A read transaction: several SELECTs see one snapshot."""
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")
-
-
-def _ensure_topic(conn: sqlite3.Connection, topic: str, partitions: int) -> int:
-    """The topic's partition count, creating the topic first if needed (inside a write)."""
-    row = conn.execute("SELECT partitions FROM bus_topics WHERE topic = ?", (topic,)).fetchone()
-    if row is not None:
-        return int(row[0])
-    conn.execute("INSERT INTO bus_topics (topic, partitions) VALUES (?, ?)", (topic, partitions))
-    conn.executemany(
-        "INSERT INTO bus_partitions (topic, partition, next_offset) VALUES (?, ?, 0)",
-        [(topic, p) for p in range(partitions)],
-    )
-    return partitions
-
-
-def _create_topics(conn: sqlite3.Connection, topics: Sequence[str], partitions: int) -> None:
-    with _write(conn):
-        for topic in topics:
-            _ensure_topic(conn, topic, partitions)
-
-
-def _append(
-    conn: sqlite3.Connection,
-    messages: Sequence[Outgoing],
-    partitions: int,
-    choose: Callable[[str | None, int], int],
-) -> None:
-    """Append all messages in one transaction: they become visible (and durable) together."""
-    now = _now_ms()
-    with _write(conn):
-        counts: dict[str, int] = {}
-        next_offsets: dict[TopicPartition, int] = {}
-        rows = []
-        for message in messages:
-            if message.topic not in counts:
-                counts[message.topic] = _ensure_topic(conn, message.topic, partitions)
-            where = (message.topic, choose(message.key, counts[message.topic]))
-            if where not in next_offsets:
-                next_offsets[where] = conn.execute(
-                    "SELECT next_offset FROM bus_partitions WHERE topic = ? AND partition = ?", where
-                ).fetchone()[0]
-            offset = next_offsets[where]
-            next_offsets[where] = offset + 1
-            headers = json.dumps(message.headers)
-            rows.append((*where, offset, message.key, message.value, headers, now))
-        conn.executemany(
-            "INSERT INTO bus_messages (topic, partition, offset, key, value, headers, published_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-        conn.executemany(
-            "UPDATE bus_partitions SET next_offset = ? WHERE topic = ? AND partition = ?",
-            [(offset, topic, partition) for (topic, partition), offset in next_offsets.items()],
-        )
-
-
-def _range_share(partitions: int, live: Sequence[str], member: str) -> set[int]:
-    """The partitions this member should hold: Kafka's range assignment over the live members in
-    id order (the first members get one more when it does not divide). It depends only on the
-    partition count and the members, so a member gets the same partition numbers of every topic
-    of its subscription: all of a workflow's topics (keyed alike) reach one decider."""
-    ordered = sorted({*live, member})
-    base, extra = divmod(partitions, len(ordered))
-    index = ordered.index(member)
-    first = index * base + min(index, extra)
-    return set(range(first, first + base + (1 if index < extra else 0)))
-
-
-@dataclass(frozen=True)
-class _Balance:
-    """What a rebalance did: whether it gave partitions back (peers may take them now) and whether
-    this member still holds fewer than its share (it should look again soon)."""
-
-    released: bool
-    short: bool
-
-
-def _rebalance(
-    conn: sqlite3.Connection, group: str, member: str, topics: Sequence[str], partitions: int, session_ms: int
-) -> _Balance:
-    """Heartbeat, then move this member's leases towards its fair share: give back what is above
-    it, take free or expired partitions up to it, renew the rest."""
-    now = _now_ms()
-    released = short = False
-    with _write(conn):
-        for topic in topics:
-            count = _ensure_topic(conn, topic, partitions)
-            conn.execute("INSERT OR IGNORE INTO bus_groups (grp, topic) VALUES (?, ?)", (group, topic))
-            conn.execute(
-                "INSERT INTO bus_members (grp, topic, member, seen_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT DO UPDATE SET seen_at = excluded.seen_at",
-                (group, topic, member, now),
-            )
-            live = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT member FROM bus_members WHERE grp = ? AND topic = ? AND seen_at > ?",
-                    (group, topic, now - session_ms),
-                )
-            ]
-            share = _range_share(count, live, member)
-            leases = {
-                partition: (owner, until)
-                for partition, owner, until in conn.execute(
-                    "SELECT partition, owner, lease_until FROM bus_leases WHERE grp = ? AND topic = ?",
-                    (group, topic),
-                )
-            }
-            held = {p for p, (owner, _) in leases.items() if owner == member}
-            for partition in sorted(held - share):
-                conn.execute(
-                    "DELETE FROM bus_leases WHERE grp = ? AND topic = ? AND partition = ? AND owner = ?",
-                    (group, topic, partition, member),
-                )
-            released = released or bool(held - share)
-            mine = sorted(held & share)
-            taken = [p for p in sorted(share - held) if p not in leases or leases[p][1] <= now]
-            conn.executemany(
-                "INSERT INTO bus_leases (grp, topic, partition, owner, lease_until) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until",
-                [(group, topic, p, member, now + session_ms) for p in taken],
-            )
-            conn.execute(
-                "UPDATE bus_leases SET lease_until = ? WHERE grp = ? AND topic = ? AND owner = ?",
-                (now + session_ms, group, topic, member),
-            )
-            short = short or len(mine) + len(taken) < len(share)
-    return _Balance(released=released, short=short)
-
-
-def _heartbeat(conn: sqlite3.Connection, group: str, member: str, session_ms: int) -> int:
-    """Stay live and keep the leases still owned (never takes one). Returns how many are held."""
-    now = _now_ms()
-    with _write(conn):
-        conn.execute("UPDATE bus_members SET seen_at = ? WHERE grp = ? AND member = ?", (now, group, member))
-        return conn.execute(
-            "UPDATE bus_leases SET lease_until = ? WHERE grp = ? AND owner = ?",
-            (now + session_ms, group, member),
-        ).rowcount
-
-
-def _fetch(
-    conn: sqlite3.Connection, group: str, member: str, max_batch: int, rotation: int
-) -> list[Received]:
-    """The next messages after the committed offsets of the partitions this member holds an
-    unexpired lease on. The starting partition rotates, so one busy partition starves no other."""
-    batch: list[Received] = []
-    with _read(conn):
-        positions = conn.execute(
-            "SELECT l.topic, l.partition, COALESCE(o.committed, 0) FROM bus_leases l"
-            " LEFT JOIN bus_offsets o ON o.grp = l.grp AND o.topic = l.topic AND o.partition = l.partition"
-            " WHERE l.grp = ? AND l.owner = ? AND l.lease_until > ? ORDER BY l.topic, l.partition",
-            (group, member, _now_ms()),
-        ).fetchall()
-        if not positions:
-            return batch
-        start = rotation % len(positions)
-        for topic, partition, committed in positions[start:] + positions[:start]:
-            rows = conn.execute(
-                "SELECT offset, key, value, headers FROM bus_messages"
-                " WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?",
-                (topic, partition, committed, max_batch - len(batch)),
-            )
-            batch.extend(
-                Received(
-                    topic=topic,
-                    value=bytes(value),
-                    key=key,
-                    headers=json.loads(headers),
-                    partition=partition,
-                    offset=offset,
-                )
-                for offset, key, value, headers in rows
-            )
-            if len(batch) >= max_batch:
-                break
-    return batch
-
-
-def _commit(
-    conn: sqlite3.Connection, group: str, member: str, positions: dict[TopicPartition, int]
-) -> list[TopicPartition]:
-    """Commit the next offset to read for each partition this member still owns (checked in the
-    same transaction). Returns the partitions whose commit was refused."""
-    refused: list[TopicPartition] = []
-    with _write(conn):
-        for (topic, partition), committed in positions.items():
-            owner = conn.execute(
-                "SELECT owner FROM bus_leases WHERE grp = ? AND topic = ? AND partition = ?",
-                (group, topic, partition),
-            ).fetchone()
-            if owner is None or owner[0] != member:
-                refused.append((topic, partition))
-                continue
-            conn.execute(
-                "INSERT INTO bus_offsets (grp, topic, partition, committed) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT DO UPDATE SET committed = MAX(committed, excluded.committed)",
-                (group, topic, partition, committed),
-            )
-    return refused
-
-
-def _leave(conn: sqlite3.Connection, group: str, member: str) -> None:
-    """Give back every lease at once, so the group's other members need not wait for expiry."""
-    with _write(conn):
-        conn.execute("DELETE FROM bus_leases WHERE grp = ? AND owner = ?", (group, member))
-        conn.execute("DELETE FROM bus_members WHERE grp = ? AND member = ?", (group, member))
-
-
-def _peek(conn: sqlite3.Connection, topic: str, limit: int) -> list[Received]:
-    rows = conn.execute(
-        "SELECT partition, offset, key, value, headers FROM bus_messages WHERE topic = ?"
-        " ORDER BY published_at DESC, partition, offset DESC LIMIT ?",
-        (topic, limit),
-    ).fetchall()
-    return [
-        Received(topic, bytes(value), key, json.loads(headers), partition, offset)
-        for partition, offset, key, value, headers in reversed(rows)
-    ]
-
-
-def _prune(
-    conn: sqlite3.Connection,
-    published_before: int,
-    seen_before: int,
-    kept_longer: dict[str, int],
-    group_idle_before: int,
-) -> int:
-    """Delete messages every known group of their topic has committed past and that were published
-    before `published_before` (`kept_longer[topic]` for the topics listed there); forget members
-    not seen since `seen_before`, and groups no member consumed for since `group_idle_before`
-    (their offsets too, as Kafka's offsets.retention does: a group that comes back later starts
-    from the oldest message kept), so a group nobody runs any more stops holding messages back.
-    Returns the count."""
-    deleted = 0
-    now = _now_ms()
-    with _write(conn):
-        conn.execute(
-            "INSERT INTO bus_group_seen (grp, topic, seen_at)"
-            " SELECT grp, topic, MAX(seen_at) FROM bus_members GROUP BY grp, topic"
-            " ON CONFLICT DO UPDATE SET seen_at = MAX(seen_at, excluded.seen_at)"
-        )
-        conn.execute(  # groups known before this table existed: idle from now on
-            "INSERT OR IGNORE INTO bus_group_seen (grp, topic, seen_at) SELECT grp, topic, ? FROM bus_groups",
-            (now,),
-        )
-        idle = conn.execute(
-            "SELECT grp, topic FROM bus_group_seen WHERE seen_at < ?", (group_idle_before,)
-        ).fetchall()
-        for table in ("bus_groups", "bus_offsets", "bus_leases", "bus_group_seen"):
-            conn.executemany(f"DELETE FROM {table} WHERE grp = ? AND topic = ?", idle)
-        if idle:
-            log.info("embedded bus forgot %d idle consumer groups: %s", len(idle), idle[:10])
-        marks = conn.execute("SELECT topic, partition, next_offset FROM bus_partitions").fetchall()
-        for topic, partition, next_offset in marks:
-            (lowest,) = conn.execute(
-                "SELECT MIN(COALESCE(o.committed, 0)) FROM bus_groups g LEFT JOIN bus_offsets o"
-                " ON o.grp = g.grp AND o.topic = g.topic AND o.partition = ? WHERE g.topic = ?",
-                (partition, topic),
-            ).fetchone()
-            bound = next_offset if lowest is None else lowest
-            deleted += conn.execute(
-                "DELETE FROM bus_messages WHERE topic = ? AND partition = ? AND offset < ?"
-                " AND published_at < ?",
-                (topic, partition, bound, kept_longer.get(topic, published_before)),
-            ).rowcount
-        conn.execute("DELETE FROM bus_members WHERE seen_at < ?", (seen_before,))
-    return deleted
-
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------- the database thread ----------
 
@@ -455,7 +93,7 @@ class _Database:
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._conn is None:
-            self._conn = _connect(self._path)
+            self._conn = connect(self._path)
         return fn(self._conn)
 
     async def close(self) -> None:
@@ -564,7 +202,7 @@ class _Member:
                 task.cancel()
             await asyncio.gather(consume, heartbeats, return_exceptions=True)
         try:
-            await self._bus.db.run(_leave, self.group, self.id)
+            await self._bus.db.run(leave, self.group, self.id)
         except Exception:
             log.warning("could not leave group %s cleanly; leases expire instead", self.group, exc_info=True)
         _LOCAL.nudge_group(self.path, self.group, besides=self)
@@ -597,7 +235,7 @@ class _Member:
         bus = self._bus
         self._rebalance_due = False  # before the call: a nudge arriving meanwhile is kept
         balance = await bus.db.run(
-            _rebalance, self.group, self.id, self.topics, bus.partitions, bus.session_ms
+            rebalance, self.group, self.id, self.topics, bus.partitions, bus.session_ms
         )
         if balance.released:
             _LOCAL.nudge_group(self.path, self.group, besides=self)
@@ -612,7 +250,7 @@ class _Member:
                     await self._rebalance()
                 self._wakeup.clear()  # before the fetch: a publish after it is not missed
                 batch = await self._bus.db.run(
-                    _fetch, self.group, self.id, self._max_batch, next(self._rotation)
+                    fetch, self.group, self.id, self._max_batch, next(self._rotation)
                 )
                 if not batch:
                     await self._idle()
@@ -633,7 +271,7 @@ class _Member:
             log.exception("handler for %s failed; the batch will be delivered again", self.topics)
             return False
         positions = {(m.topic, m.partition): m.offset + 1 for m in batch}  # offsets ascend per partition
-        refused = await self._bus.db.run(_commit, self.group, self.id, positions)
+        refused = await self._bus.db.run(commit, self.group, self.id, positions)
         if refused:
             log.warning("lost %s before committing; the new owner delivers them again", refused)
         return True
@@ -656,7 +294,7 @@ class _Member:
         while True:
             await asyncio.sleep(self._bus.heartbeat_s)
             try:
-                await self._bus.db.run(_heartbeat, self.group, self.id, self._bus.session_ms)
+                await self._bus.db.run(heartbeat, self.group, self.id, self._bus.session_ms)
             except Exception:
                 log.warning("embedded bus heartbeat failed for %s", self.group, exc_info=True)
 
@@ -760,7 +398,7 @@ class EmbeddedBus:
         """Append in one transaction; returns after COMMIT, then wakes local consumers."""
         if not messages:
             return
-        await self.db.run(_append, list(messages), self.partitions, self._partition_for)
+        await self.db.run(append, list(messages), self.partitions, self._partition_for)
         _LOCAL.wake_topics(self.path, {message.topic for message in messages})
 
     def _partition_for(self, key: str | None, partitions: int) -> int:
@@ -770,19 +408,19 @@ class EmbeddedBus:
         return zlib.crc32(key.encode("utf-8")) % partitions
 
     async def ensure_topics(self, topics: Sequence[str]) -> None:
-        await self.db.run(_create_topics, list(dict.fromkeys(topics)), self.partitions)
+        await self.db.run(create_topics, list(dict.fromkeys(topics)), self.partitions)
 
     async def peek(self, topic: str, limit: int) -> list[Received]:
-        return await self.db.run(_peek, topic, limit)
+        return await self.db.run(peek, topic, limit)
 
     async def prune(self, older_than_ms: int) -> int:
         """Delete messages older than `older_than_ms` that every known group has committed past;
         forget members silent for far longer than a session. Returns how many messages went."""
-        now = _now_ms()
+        now = now_ms()
         forget_after = max(60_000, 10 * self.session_ms)
         longer = {topic: now - max(ms, older_than_ms) for topic, ms in self._kept_longer_ms.items()}
         group_idle_before = now - max(self._group_retention_ms, forget_after)
-        return await self.db.run(_prune, now - older_than_ms, now - forget_after, longer, group_idle_before)
+        return await self.db.run(prune, now - older_than_ms, now - forget_after, longer, group_idle_before)
 
     async def _prune_periodically(self) -> None:
         while True:
