@@ -193,7 +193,10 @@ class DeciderHandler:
         ):
             won = await self.store.commit_workflows([plan.commit for plan in commits])  # type: ignore[misc]
         t3 = time.perf_counter()
-        lost = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok] + recheck
+        conflicted = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok]
+        if conflicted:  # rare with one owner per workflow: a redelivered batch, a rebalance
+            log.info("%d commits lost to a newer version: %s", len(conflicted), conflicted[:10])
+        lost = conflicted + recheck
         decisions_committed.add(len(commits) - len(lost))
         version_conflicts.add(len(lost))
         for plan, ok in zip(commits, won, strict=True):
