@@ -58,6 +58,7 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
         now_ms,
         limits=Limits(max_steps=settings.decision_max_steps, payload=settings.payload_limits),
         sandbox=sandbox,
+        freeze_marker=settings.fault_freeze_marker,
     )
     for _ in range(settings.decider_consumers):  # one handler: its cache and its jq helpers are shared
         bus.subscribe(

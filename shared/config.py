@@ -207,6 +207,12 @@ class CairnSettings(BaseSettings):
         description="Tests only: every consumer fails on messages containing this text, to show that "
         "they are dead-lettered after a bounded number of attempts. Never set it in production.",
     )
+    fault_freeze_marker: str | None = Field(
+        None,
+        description="Tests only: a decider stops itself (SIGSTOP) before committing its first decision on a "
+        "signal for a workflow whose id contains this text, to show that a frozen decider cannot commit "
+        "over newer state. Never set it in production.",
+    )
     startup_retry_s: float = Field(
         300.0,
         description="How long a service keeps retrying to reach MongoDB when it starts (with backoff) "

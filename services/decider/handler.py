@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +108,7 @@ class DeciderHandler:
         *,
         limits: Limits | None = None,
         sandbox: Sandbox | None = None,
+        freeze_marker: str | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -115,6 +118,24 @@ class DeciderHandler:
         self.sandbox = sandbox
         self.recent = RecentDocuments()
         self._background: set[asyncio.Task[None]] = set()
+        self._freeze_marker = freeze_marker
+        """Test hook (CAIRN_FAULT_FREEZE_MARKER): see `_freeze_if_asked`."""
+
+    def _freeze_if_asked(self, groups: dict[str, list[_Item]], committing: list[str]) -> None:
+        """Test hook: the first time this process is about to commit a decision on a signal for a
+        workflow whose id holds the marker, it stops itself with SIGSTOP (a real freeze: a GC
+        pause, a VM migration), between reading the workflow and committing. SIGCONT resumes it."""
+        marker = self._freeze_marker
+        if not marker:
+            return
+        for workflow_id in committing:
+            if marker in workflow_id and any(
+                item.received.topic == self.topics.workflow_signal for item in groups[workflow_id]
+            ):
+                self._freeze_marker = None
+                log.warning("test hook: freezing before the commit of %s", workflow_id)
+                os.kill(os.getpid(), signal.SIGSTOP)
+                return
 
     async def aclose(self) -> None:
         """Wait for background bookkeeping (outbox markers) to finish."""
@@ -184,6 +205,7 @@ class DeciderHandler:
             dead.extend(plan.dead)
             _report(plan)
         commits = [plan for plan in plans if plan.commit is not None]
+        self._freeze_if_asked(groups, [plan.workflow_id for plan in commits])
         with tracer.start_as_current_span(
             "cairn.commit",
             attributes={
