@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 from pydantic import SecretStr
 from pymongo.errors import PyMongoError
@@ -51,7 +52,16 @@ def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
+def instance_id(settings: CairnSettings) -> str | None:
+    """CAIRN_INSTANCE_ID with `{hostname}` filled in: docker compose gives each container (and each
+    replica of a scaled service) its own host name, kept across restarts of the container."""
+    if not settings.instance_id:
+        return None
+    return settings.instance_id.replace("{hostname}", socket.gethostname())
+
+
 def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
+    """A service's bus; its consumers are static group members when CAIRN_INSTANCE_ID is set."""
     return KafkaBus(
         settings.kafka_bootstrap,
         client_id=client_id,
@@ -59,6 +69,8 @@ def kafka_bus(settings: CairnSettings, client_id: str) -> KafkaBus:
         replication_factor=settings.kafka_replication_factor,
         fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms,
         security=kafka_security(settings),
+        instance_id=instance_id(settings),
+        session_timeout_ms=settings.kafka_session_timeout_ms,
     )
 
 

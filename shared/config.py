@@ -55,6 +55,23 @@ class CairnSettings(BaseSettings):
         description="Check that a broker's certificate names the host connected to. Turn off only "
         "for brokers reached by an address their certificate does not list.",
     )
+    instance_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._{}-]{1,200}$",
+        description="This replica's stable name, which makes its Kafka consumers static group members "
+        "(KIP-345): restarted after a crash under the same name, it is handed its partitions back at once "
+        "instead of after a session timeout and a rebalance. Every live replica needs its own: two processes "
+        "with one name displace each other (an error is logged). `{hostname}` is replaced by the host name "
+        "(a container's id in docker compose, the pod name in Kubernetes). Unset: dynamic membership, "
+        "nothing to get wrong, and a restarted service waits out CAIRN_KAFKA_SESSION_TIMEOUT_MS first.",
+    )
+    kafka_session_timeout_ms: int = Field(
+        10_000,
+        ge=1000,
+        description="How long a consumer that stopped heartbeating (a crashed process) keeps its partitions "
+        "before the rest of its group takes them over; a static member restarted within it resumes at "
+        "once. Brokers accept 6000 to 1800000 by default (group.min/max.session.timeout.ms).",
+    )
     mongo_url: str = Field("mongodb://127.0.0.1:27017/", description="MongoDB connection string.")
     mongo_db: str = Field("cairn", description="Database name.")
     mongo_timeout_ms: int = Field(

@@ -13,6 +13,10 @@ Subscriptions added while the broker runs (`add_subscription`) are FastStream su
 registered as non-persistent and started on their own (`subscriber.start()`); `close()` stops
 just that subscriber: FastStream waits for its in-flight batch, then stops its aiokafka consumer,
 which leaves the group, so the broker hands its partitions to the remaining members at once.
+
+With an `instance_id` every consumer is a static member (shared/adapters/kafka_membership.py): a
+process SIGKILLed and restarted gets its partitions back at once instead of after a session
+timeout and a rebalance; a graceful stop or close still leaves the group explicitly.
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.message import KafkaMessage
 from faststream.kafka.subscriber.usecase import BatchSubscriber
 
+from shared.adapters.kafka_membership import (
+    FencingAlarm,
+    InstanceIds,
+    install_alarm,
+    leave_static,
+    remove_alarm,
+)
 from shared.adapters.kafka_security import KafkaSecurity, explain_bootstrap_failure
 from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
 
@@ -76,10 +87,19 @@ def _received(record: Any) -> Received:
 class _KafkaSubscription:
     """A subscriber added at run time; closing it stops only its consumer."""
 
-    def __init__(self, bus: KafkaBus, subscriber: BatchSubscriber, closing: asyncio.Event) -> None:
+    def __init__(
+        self,
+        bus: KafkaBus,
+        subscriber: BatchSubscriber,
+        closing: asyncio.Event,
+        group: str,
+        instance_id: str | None,
+    ) -> None:
         self._bus = bus
         self._subscriber = subscriber
         self.closing = closing
+        self.group = group
+        self.instance_id = instance_id
         self._closed = False
 
     async def close(self) -> None:
@@ -91,6 +111,8 @@ class _KafkaSubscription:
         self.closing.set()
         try:
             await self._subscriber.stop()
+            if self.instance_id is not None:  # a static member does not leave by itself
+                await self._bus._leave({self.group: [self.instance_id]})
         finally:
             self._bus._forget(self)
 
@@ -126,7 +148,13 @@ class KafkaBus:
         fetch_max_wait_ms: int = 10,
         batch_timeout_ms: int = 20,
         security: KafkaSecurity | None = None,
+        instance_id: str | None = None,
+        session_timeout_ms: int = 10_000,
     ) -> None:
+        """`instance_id`: this replica's stable name (CAIRN_INSTANCE_ID); given, every consumer is
+        a static member, so a restart under the same name resumes at once. Two live processes must
+        never share it. `session_timeout_ms`: how long a member that stopped heartbeating (a crash)
+        keeps its partitions before the rest of the group takes them over."""
         self._bootstrap = bootstrap
         self._client_id = client_id
         self._security = security or KafkaSecurity()
@@ -148,6 +176,10 @@ class KafkaBus:
         self._connecting = asyncio.Lock()  # concurrent first publishes connect once
         self._dynamic: set[_KafkaSubscription] = set()
         self._closing: list[asyncio.Event] = []  # one per subscriber: cuts its backoff short
+        self._session_timeout_ms = session_timeout_ms
+        self._instance_ids = InstanceIds(instance_id) if instance_id else None
+        self._static: dict[str, list[str]] = {}  # group -> instance ids of the persistent subscribers
+        self._alarm = FencingAlarm(instance_id, session_timeout_ms) if instance_id else None
 
     def subscribe(
         self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
@@ -159,8 +191,8 @@ class KafkaBus:
         self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
     ) -> Subscription:
         """Join `group` now (or with `start`, if the bus is not consuming yet)."""
-        subscriber, closing = self._register(topics, group, handler, max_batch, persistent=False)
-        subscription = _KafkaSubscription(self, subscriber, closing)
+        subscriber, closing, instance_id = self._register(topics, group, handler, max_batch, persistent=False)
+        subscription = _KafkaSubscription(self, subscriber, closing, group, instance_id)
         # The broker holds non-persistent subscribers weakly; the bus keeps them until closed.
         self._dynamic.add(subscription)
         if self._consuming:
@@ -169,7 +201,10 @@ class KafkaBus:
 
     def _register(
         self, topics: Sequence[str], group: str, handler: BatchHandler, max_batch: int, *, persistent: bool
-    ) -> tuple[BatchSubscriber, asyncio.Event]:
+    ) -> tuple[BatchSubscriber, asyncio.Event, str | None]:
+        instance_id = self._instance_ids.claim(group) if self._instance_ids else None
+        if instance_id is not None and persistent:
+            self._static.setdefault(group, []).append(instance_id)
         subscriber = self._broker.subscriber(
             *topics,
             group_id=group,
@@ -185,6 +220,9 @@ class KafkaBus:
             partition_assignment_strategy=(RangePartitionAssignor,),
             decoder=_raw_decoder,
             persistent=persistent,
+            group_instance_id=instance_id,
+            session_timeout_ms=self._session_timeout_ms,
+            heartbeat_interval_ms=min(3000, self._session_timeout_ms // 3),
         )
         closing = asyncio.Event()
         self._closing.append(closing)
@@ -209,16 +247,39 @@ class KafkaBus:
             await _settle(message.ack, "commit")
 
         subscriber(on_batch)
-        return subscriber, closing
+        return subscriber, closing, instance_id
 
     def _forget(self, subscription: _KafkaSubscription) -> None:
         self._dynamic.discard(subscription)
         if subscription.closing in self._closing:
             self._closing.remove(subscription.closing)
+        if self._instance_ids and subscription.instance_id:
+            self._instance_ids.release(subscription.group, subscription.instance_id)
+
+    async def _leave(self, members: dict[str, list[str]]) -> None:
+        """Static members leave explicitly (aiokafka does not), so a graceful stop hands their
+        partitions over at once. Bounded and never raising: at worst the session times out."""
+        members = {group: ids for group, ids in members.items() if ids}
+        if not members:
+            return
+        try:
+            async with asyncio.timeout(10):
+                async with self._admin() as admin:
+                    for group, ids in members.items():
+                        await leave_static(admin, group, ids)
+        except Exception as error:
+            log.warning(
+                "could not leave %s (%s): its partitions move once the session times out (%d ms)",
+                ", ".join(members),
+                error,
+                self._session_timeout_ms,
+            )
 
     async def start(self) -> None:
         for closing in self._closing:
             closing.clear()
+        if self._alarm is not None:
+            install_alarm(self._alarm)
         await self._broker.start()
         self._started = True
         self._consuming = True
@@ -230,7 +291,15 @@ class KafkaBus:
         if self._started:
             self._started = False
             await self._broker.stop()  # stops the dynamic subscribers too, while still referenced
-        self._dynamic.clear()
+            dynamic = [s for s in self._dynamic if s.instance_id is not None]
+            leaving = {group: list(ids) for group, ids in self._static.items()}
+            for subscription in dynamic:
+                leaving.setdefault(subscription.group, []).append(subscription.instance_id)  # type: ignore[arg-type]
+            await self._leave(leaving)
+        for subscription in list(self._dynamic):
+            self._forget(subscription)
+        if self._alarm is not None:
+            remove_alarm(self._alarm)
 
     async def publish(self, messages: Sequence[Outgoing]) -> None:
         if not messages:

@@ -106,14 +106,21 @@ class Cluster:
             "CAIRN_LOG_LEVEL": "INFO",
             **settings,
         }
-        cli = [sys.executable, "-m", "cairn"]
-        self.processes = {name: Process(name, [*cli, "run", name], self.env, log_dir) for name in SERVICES}
-        self.processes["worker"] = Process(
-            "worker", [*cli, "worker", workers, "--concurrency", "20"], self.env, log_dir
-        )
+        self.log_dir = log_dir
+        self.processes: dict[str, Process] = {}
+        for name in SERVICES:
+            self.add(name, ["run", name])
+        self.add("worker", ["worker", workers, "--concurrency", "20"])
         self.store = MongoStore(mongo, self.database)
         self.bus = KafkaBus(kafka, client_id="e2e-test", partitions=4, security=kafka_security)
         self.client = CairnClient(self.bus, self.topics)
+
+    def add(self, name: str, args: list[str]) -> Process:
+        """A `python -m cairn <args>` process of this cluster. Its CAIRN_INSTANCE_ID is its name, the
+        same in every start of it, so its Kafka consumers are static members a restart resumes."""
+        env = {**self.env, "CAIRN_INSTANCE_ID": name}
+        self.processes[name] = Process(name, [sys.executable, "-m", "cairn", *args], env, self.log_dir)
+        return self.processes[name]
 
     async def start(self) -> None:
         await self.store.open()

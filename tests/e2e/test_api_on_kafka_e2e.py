@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.devserver import free_port
-from tests.e2e.cluster import Cluster, Process
+from tests.e2e.cluster import Cluster
 from tests.e2e.definitions import PIPELINE, TASK_DEFS, expected_output
 from tests.e2e.test_services_e2e import start_pipeline
 
@@ -27,23 +26,10 @@ async def cluster_with_api(
 ) -> AsyncIterator[Cluster]:
     cluster = Cluster(kafka_bootstrap, mongo_url, unique, tmp_path)
     port = free_port()
-    cli = [sys.executable, "-m", "cairn"]
-    cluster.processes["api"] = Process(
-        "api", [*cli, "run", "api", "--port", str(port)], cluster.env, tmp_path
-    )
-    cluster.processes["http-worker"] = Process(
+    cluster.add("api", ["run", "api", "--port", str(port)])
+    cluster.add(
         "http-worker",
-        [
-            *cli,
-            "worker",
-            "tests.e2e.workers_e2e",
-            "--server",
-            f"http://127.0.0.1:{port}",
-            "--concurrency",
-            "20",
-        ],
-        cluster.env,
-        tmp_path,
+        ["worker", "tests.e2e.workers_e2e", "--server", f"http://127.0.0.1:{port}", "--concurrency", "20"],
     )
     await cluster.start()
     yield cluster

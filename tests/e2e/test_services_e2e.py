@@ -302,7 +302,9 @@ async def test_rolling_restart_under_load_loses_nothing(cluster: Cluster, tmp_pa
     for name in ("decider", "scheduler", "timer", "sweeper", "worker"):
         await start_more(12)
         old = cluster[name]
-        replacement = Process(name, old.argv, old.env, tmp_path / f"new-{name}")
+        # A new pod, a new name: two live processes never share an instance id.
+        env = {**old.env, "CAIRN_INSTANCE_ID": f"new-{name}"}
+        replacement = Process(name, old.argv, env, tmp_path / f"new-{name}")
         replacement.log_path.parent.mkdir()
         replacement.start()
         await running(old)
