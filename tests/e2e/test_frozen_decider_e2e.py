@@ -102,9 +102,7 @@ async def test_a_decider_frozen_past_the_fence_lifetime_cannot_commit_over_newer
 
     await eventually(frozen, "the decider froze before its commit", cluster, within_s=30)
     # A second decider takes the partitions over once the frozen one's session runs out.
-    rescuer = Process("decider-2", cluster["decider"].argv, cluster.env, tmp_path)
-    cluster.processes["decider-2"] = rescuer
-    rescuer.start()
+    cluster.add("decider-2", ["run", "decider"]).start()
     await eventually(lambda: waiting_on("b"), "the second decider moved the workflow on", cluster)
     before = await cluster.store.load_workflow(workflow_id)
     assert before is not None and before.version > stale_version

@@ -22,7 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
 from shared.models.runtime import TaskStatus, WorkflowStatus
-from tests.e2e.cluster import Cluster, Process, assert_stopped_cleanly
+from tests.e2e.cluster import Cluster, assert_stopped_cleanly
 from tests.e2e.definitions import FLAKY, PIPELINE, TASK_DEFS, expected_output
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -41,9 +41,8 @@ async def cluster(
     kafka_bootstrap: str, mongo_url: str, unique: str, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
     cluster = Cluster(kafka_bootstrap, mongo_url, unique, tmp_path)
-    decider = cluster["decider"]
     for name in DECIDERS[1:]:
-        cluster.processes[name] = Process(name, decider.argv, decider.env, tmp_path)
+        cluster.add(name, ["run", "decider"])
     await cluster.start()
     yield cluster
     assert_stopped_cleanly(await cluster.stop(), cluster.diagnostics)
