@@ -125,7 +125,13 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
     exposed = auth is None and not is_loopback(settings.api_host)
     log.log(logging.WARNING if exposed else logging.INFO, "api authentication %s", describe(auth, settings))
     dispatcher = TaskDispatcher(
-        bus, store, settings.topics, now_ms, idle_close_s=settings.api_poll_idle_close_s
+        bus,
+        store,
+        settings.topics,
+        now_ms,
+        idle_close_s=settings.api_poll_idle_close_s,
+        handout_confirm_s=settings.api_handout_confirm_s,
+        kill_after_claim=settings.fault_kill_after_claim,
     )
     ctx = ApiContext(
         store,

@@ -179,6 +179,14 @@ class CairnSettings(BaseSettings):
         120.0,
         description="A task type no HTTP worker polled for this long is handed back to bus workers.",
     )
+    api_handout_confirm_s: float = Field(
+        10.0,
+        gt=0,
+        description="How long a task handed to an HTTP poller is held before the poll's answer has been "
+        "sent. Once sent, the task is held for its responseTimeoutSeconds; never sent (the poller hung up, "
+        "the api died), it is handed out again after at most about this long, not after the response "
+        "timeout. Give every api replica the same value.",
+    )
     auth_keys_file: str | None = Field(
         None,
         description="JSON file of the api's keys (a list of {keyId, keySecret or keySecretSha256, role, "
@@ -229,6 +237,12 @@ class CairnSettings(BaseSettings):
         description="Tests only: a decider stops itself (SIGSTOP) before committing its first decision on a "
         "signal for a workflow whose id contains this text, to show that a frozen decider cannot commit "
         "over newer state. Never set it in production.",
+    )
+    fault_kill_after_claim: str | None = Field(
+        None,
+        description="Tests only: the api kills its own process (SIGKILL) right after claiming a task of this "
+        "type for an HTTP poller, before the poll is answered, to show that the hand-out is not lost. Never "
+        "set it in production.",
     )
     startup_retry_s: float = Field(
         300.0,

@@ -2,12 +2,24 @@
 
 The api joins a task type's worker group (`Topics.workers(type)`, the group Kafka workers use)
 when the type is first polled, so HTTP and bus workers share the type's partitions and every
-dispatch goes to exactly one of them. A batch from the bus is acknowledged only once each of its
-tasks has been handed to a poller (or found stale), so a crash of the api before the hand-out
-means the bus delivers the tasks again. The hand-out itself is fenced by a store claim keyed by
-(task id, dispatch number): a redelivered dispatch that one poller already holds is never given to
-a second poller, on this api instance or another. A type nobody has polled for `idle_close_s`
-leaves the group again, so its partitions go back to bus workers.
+dispatch goes to exactly one of them. A type nobody has polled for `idle_close_s` leaves the
+group again, so its partitions go back to bus workers.
+
+A batch from the bus is acknowledged only once each of its tasks is settled: handed to a poller
+that has its answer, found stale, or held by another poller. A hand-out is fenced by a store
+claim keyed by (task id, dispatch number), so a redelivered dispatch that one poller holds is
+never given to a second poller, on this api instance or another. The claim is short (the
+hand-out's confirmation time, CAIRN_API_HANDOUT_CONFIRM_S) until the answer has been sent, and
+only then is renewed to the task's responseTimeoutSeconds and settled (services/api/handout.py).
+So a hand-out lost on the way is handed out again within seconds, not after the response timeout:
+
+- the poller hung up, or the answer was never sent: the task goes back to the head of its queue
+  (at once, or when the confirmation time runs out) and the next poll gets it;
+- the api process died between claim and answer: the batch was never acknowledged, the bus
+  delivers it again after the restart, and the dead process's short claim has run out (a
+  dispatch refused by a claim is tried again for one confirmation time, so a claim that was
+  never confirmed is outwaited; one still live after that was confirmed, and the dispatch is
+  dropped as held).
 """
 
 from __future__ import annotations
@@ -15,82 +27,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
+import os
+import signal
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from services.api.conductor import polled_task_json
+from services.api.handout import HandOut
+from services.api.offers import Offer, QueueClosedError, TypeQueue, is_stale
 from shared import telemetry
-from shared.core.refs import node_ref
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.messages import WORKER_TASK, TaskMessage, TaskResult
 from shared.models.runtime import TaskStatus
-from shared.ports.bus import Bus, Outgoing, Received, RedeliverError, Subscription
-from shared.ports.store import Store, WorkflowHeads
+from shared.ports.bus import Bus, Outgoing, Received
+from shared.ports.store import Store
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CLAIM_LEASE_MS = 3_600_000
-"""Conductor's default responseTimeoutSeconds: how long a poller holds a task it never reports."""
+__all__ = ["QueueClosedError", "TaskDispatcher", "is_stale"]
 
-
-class QueueClosedError(RedeliverError):
-    """The api left the task type's group; unsettled tasks go back to the bus."""
-
-
-def is_stale(heads: WorkflowHeads | None, task: TaskMessage) -> bool:
-    """True when the workflow has provably moved past this dispatch (finished, or the task
-    execution is done or superseded). An unknown or older-looking workflow is not proof: the
-    task is handed out, and the decider ignores a result that turns out not to be current."""
-    if heads is None:
-        return False
-    if heads.status.is_terminal:
-        return True
-    current = heads.executions.get(node_ref(task.reference_task_name))
-    if current is None:
-        return False
-    if current.task_id == task.task_id:
-        return current.status.is_terminal or current.dispatch_count > task.poll_count
-    return current.retry_count > task.retry_count
-
-
-@dataclass
-class _Offer:
-    task: TaskMessage
-    settled: asyncio.Future[None]
-
-
-@dataclass
-class _TypeQueue:
-    task_type: str
-    offers: deque[_Offer] = field(default_factory=deque)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    subscription: Subscription | None = None
-    last_poll: float = 0.0
-    closed: bool = False
-
-    def take(self, count: int) -> list[_Offer]:
-        taken: list[_Offer] = []
-        while self.offers and len(taken) < count:
-            offer = self.offers.popleft()
-            if not offer.settled.done():
-                taken.append(offer)
-        if not self.offers:
-            self.arrived.clear()
-        return taken
-
-    def fail_all(self) -> None:
-        self.closed = True
-        while self.offers:
-            offer = self.offers.popleft()
-            if not offer.settled.done():
-                offer.settled.set_exception(QueueClosedError(self.task_type))
-        self.arrived.set()
+DEFAULT_HANDOUT_CONFIRM_S = 10.0
+REFUSED_RETRY_S = 1.0
+"""How often a dispatch refused by another holder's claim is tried again, while that claim may
+still be an unconfirmed hand-out."""
 
 
 class TaskDispatcher:
+    """The api's side of HTTP polling: one queue per polled task type, fed by its bus group."""
+
     def __init__(
         self,
         bus: Bus,
@@ -100,14 +66,20 @@ class TaskDispatcher:
         *,
         idle_close_s: float = 120.0,
         max_batch: int = 100,
+        handout_confirm_s: float = DEFAULT_HANDOUT_CONFIRM_S,
+        kill_after_claim: str | None = None,
     ) -> None:
+        if handout_confirm_s <= 0:
+            raise ValueError("handout_confirm_s must be positive")
         self.bus = bus
         self.store = store
         self.topics = topics
         self.clock = clock
         self.idle_close_s = idle_close_s
         self.max_batch = max_batch
-        self._queues: dict[str, _TypeQueue] = {}
+        self.handout_confirm_s = handout_confirm_s
+        self.kill_after_claim = kill_after_claim
+        self._queues: dict[str, TypeQueue] = {}
         self._joining = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
 
@@ -118,77 +90,115 @@ class TaskDispatcher:
         count: int,
         timeout_s: float,
         gone: Callable[[], Awaitable[bool]] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Up to `count` tasks for `worker_id`, waiting up to `timeout_s` for the first one.
+    ) -> HandOut:
+        """Up to `count` tasks for `worker_id`, waiting up to `timeout_s` for the first one. The
+        caller answers with them and then confirms the hand-out (`HandOutResponse`); unconfirmed,
+        the tasks go back to the queue after the confirmation time.
 
         `gone` says whether the poller hung up (its process died mid long-poll): a task is
-        never handed to a connection nobody reads, where only its response timeout would
-        bring it back."""
+        never handed to a connection nobody reads."""
         loop = asyncio.get_running_loop()
         queue = await self._queue(task_type)
         deadline = loop.time() + max(timeout_s, 0.0)
-        handed: list[dict[str, Any]] = []
-        while True:
-            queue.last_poll = loop.time()
-            if gone is not None and not handed and await gone():
-                log.info("%s poller %s hung up before a task arrived", task_type, worker_id)
-                return handed
-            offers = queue.take(count - len(handed))
-            if offers:
-                handed.extend(await self._hand_out(queue, offers, worker_id))
-                continue
-            remaining = deadline - loop.time()
-            if handed or remaining <= 0 or queue.closed:
-                return handed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(queue.arrived.wait(), remaining)
+        hand_out = HandOut(queue, self.store, self.clock, self.handout_confirm_s)
+        try:
+            while True:
+                queue.last_poll = loop.time()
+                if gone is not None and not hand_out.tasks and await gone():
+                    log.info("%s poller %s hung up before a task arrived", task_type, worker_id)
+                    return hand_out
+                offers = queue.take(count - len(hand_out.tasks))
+                if offers:
+                    await self._hand_out(queue, offers, worker_id, hand_out)
+                    continue
+                remaining = deadline - loop.time()
+                if hand_out.tasks or remaining <= 0 or queue.closed:
+                    return hand_out
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(queue.arrived.wait(), remaining)
+        except BaseException:
+            hand_out.abandon("the poll failed or was cancelled")
+            raise
+        finally:
+            hand_out.arm()
 
     async def _hand_out(
-        self, queue: _TypeQueue, offers: Sequence[_Offer], worker_id: str
-    ) -> list[dict[str, Any]]:
-        """Claim and return the offers that are still current. Every offer taken leaves settled
-        (handed out, stale, or failed back to the bus) or back at the head of the queue (the
+        self, queue: TypeQueue, offers: Sequence[Offer], worker_id: str, hand_out: HandOut
+    ) -> None:
+        """Claim the offers that are still current (for the confirmation time) into `hand_out`.
+        Every offer taken leaves settled (stale, held by another poller, or failed back to the
+        bus), in `hand_out`, waiting to be tried again, or back at the head of the queue (the
         poll was cancelled), so no bus batch waits forever on a task nobody holds."""
         pending = list(offers)
-        handed: list[dict[str, Any]] = []
         try:
             ids = list({offer.task.workflow_instance_id for offer in pending})
             heads = await self.store.load_heads(ids)
             now = self.clock()
             current = [o for o in pending if not is_stale(heads.get(o.task.workflow_instance_id), o.task)]
-            current_ids = {id(offer) for offer in current}
             # "Started" goes out before the claim: once a task may be in a poller's hands, the
-            # workflow shows it IN_PROGRESS, so responseTimeoutSeconds recovers it if the hand-out
-            # is lost (this api dies before the poller gets its answer).
-            await self.bus.publish([self._started(offer.task, worker_id) for offer in current])
+            # workflow shows it IN_PROGRESS (Conductor marks a polled task so). A dispatch tried
+            # again after a refused claim has had its report from the claim's holder: another
+            # would only push the task's response timeout back.
+            fresh = [offer for offer in current if offer.refused_at is None]
+            await self.bus.publish([self._started(offer.task, worker_id) for offer in fresh])
             while pending:
                 offer = pending[0]
-                task = offer.task
-                if id(offer) not in current_ids:
-                    log.debug("dropping stale dispatch of task %s", task.task_id)
-                elif await self.store.claim_task(
-                    f"{task.task_id}:{task.poll_count}",
-                    worker_id,
-                    now,
-                    task.response_timeout_seconds * 1000 or DEFAULT_CLAIM_LEASE_MS,
-                ):
-                    handed.append(polled_task_json(task, worker_id, now))
-                else:
-                    log.info("task %s dispatch %d is held by another poller", task.task_id, task.poll_count)
+                if offer not in current:
+                    log.debug("dropping stale dispatch of task %s", offer.task.task_id)
+                    offer.settle()
+                elif await self._claim(offer, worker_id, now):
+                    hand_out.add(offer, polled_task_json(offer.task, worker_id, now))
+                    self._fault_after_claim(offer.task)
+                elif not offer.settled.done():  # (an earlier hand-out of it may have been confirmed)
+                    self._refused(queue, offer, now)
                 pending.pop(0)
-                offer.settled.set_result(None)
         except Exception as error:
             # The store failed: the rest go back to the bus (their batch is delivered again).
             log.warning("handing out %s tasks failed: %s", queue.task_type, error)
             for offer in pending:
-                if not offer.settled.done():
-                    offer.settled.set_exception(error)
+                offer.fail(error)
             pending = []
         finally:
             if pending:  # cancelled mid hand-out (the poller went away)
-                queue.offers.extendleft(reversed(pending))
-                queue.arrived.set()
-        return handed
+                queue.put_back(pending)
+
+    async def _claim(self, offer: Offer, worker_id: str, now: int) -> bool:
+        """Claim the dispatch for the confirmation time; a dispatch this api claimed before (its
+        answer was lost) renews its own claim, so it goes out again without waiting."""
+        lease_ms = int(self.handout_confirm_s * 1000)
+        if offer.holder is None:
+            offer.holder = f"{worker_id}/{uuid.uuid4().hex}"
+            return await self.store.claim_task(offer.claim_id, offer.holder, now, lease_ms)
+        return await self.store.renew_task_claim(offer.claim_id, offer.holder, now, lease_ms)
+
+    def _refused(self, queue: TypeQueue, offer: Offer, now: int) -> None:
+        """Another holder's claim is live. It may be a hand-out that will never be confirmed (its
+        api died before answering: this is the redelivery): try again until a whole confirmation
+        time has passed, by when such a claim has run out. Still refused then, the claim was
+        confirmed: the dispatch is held by another poller and is dropped."""
+        task = offer.task
+        if offer.refused_at is None:
+            offer.refused_at = now
+        waited_s = (now - offer.refused_at) / 1000
+        if waited_s > self.handout_confirm_s:
+            log.info("task %s dispatch %d is held by another poller", task.task_id, task.poll_count)
+            offer.settle()
+            return
+        log.log(
+            logging.INFO if waited_s == 0 else logging.DEBUG,
+            "task %s dispatch %d is claimed by another poller; trying again until its claim may run out",
+            task.task_id,
+            task.poll_count,
+        )
+        delay_s = min(REFUSED_RETRY_S, self.handout_confirm_s - waited_s + 0.05)
+        asyncio.get_running_loop().call_later(delay_s, queue.put_back, [offer])
+
+    def _fault_after_claim(self, task: TaskMessage) -> None:
+        """Test hook (CAIRN_FAULT_KILL_AFTER_CLAIM): die as `kill -9` would, claim made, poll
+        unanswered. Does nothing unless the setting names this task type."""
+        if self.kill_after_claim is not None and task.task_type == self.kill_after_claim:
+            log.error("test hook CAIRN_FAULT_KILL_AFTER_CLAIM: SIGKILL after claiming task %s", task.task_id)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _started(self, task: TaskMessage, worker_id: str) -> Outgoing:
         """The report that a poller has the task: Conductor marks a polled task IN_PROGRESS."""
@@ -201,14 +211,14 @@ class TaskDispatcher:
         )
         return outgoing(self.topics.task_result, started, task.workflow_instance_id, telemetry.inject())
 
-    async def _queue(self, task_type: str) -> _TypeQueue:
+    async def _queue(self, task_type: str) -> TypeQueue:
         queue = self._queues.get(task_type)
         if queue is not None and not queue.closed:
             return queue
         async with self._joining:
             queue = self._queues.get(task_type)
             if queue is None or queue.closed:
-                queue = _TypeQueue(task_type, last_poll=asyncio.get_running_loop().time())
+                queue = TypeQueue(task_type, last_poll=asyncio.get_running_loop().time())
                 queue.subscription = await self.bus.add_subscription(
                     [self.topics.tasks(task_type)],
                     self.topics.workers(task_type),
@@ -221,11 +231,11 @@ class TaskDispatcher:
                 self._reaper = asyncio.create_task(self._close_idle_queues())
         return queue
 
-    def _handler(self, queue: _TypeQueue) -> Callable[[Sequence[Received]], Any]:
+    def _handler(self, queue: TypeQueue) -> Callable[[Sequence[Received]], Any]:
         async def handle(batch: Sequence[Received]) -> None:
             if queue.closed:
                 raise QueueClosedError(queue.task_type)
-            offers: list[_Offer] = []
+            offers: list[Offer] = []
             dead = []
             loop = asyncio.get_running_loop()
             for received in batch:
@@ -234,12 +244,13 @@ class TaskDispatcher:
                 except PoisonMessageError as error:
                     dead.append(dead_letter(received, str(error), self.topics.dead_letter))
                     continue
-                offers.append(_Offer(task, loop.create_future()))
+                offers.append(Offer(task, loop.create_future()))
             await self.bus.publish(dead)
             queue.offers.extend(offers)
             if offers:
                 queue.arrived.set()
-            # Acknowledge only after every task reached a poller (or proved stale).
+            # Acknowledge only once every task reached a poller that has its answer (or proved
+            # stale, or held by another poller).
             outcomes = await asyncio.gather(*(offer.settled for offer in offers), return_exceptions=True)
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
@@ -258,7 +269,7 @@ class TaskDispatcher:
                     )
                     await self._close(queue)
 
-    async def _close(self, queue: _TypeQueue) -> None:
+    async def _close(self, queue: TypeQueue) -> None:
         queue.fail_all()
         if queue.subscription is not None:
             await queue.subscription.close()

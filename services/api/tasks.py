@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 from services.api.auth import Caller, ensure_may_work_on
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
+from services.api.handout import HandOut, HandOutResponse
 from services.api.views import load_executions
 from shared import telemetry
 from shared.auth.keys import ApiKey
@@ -72,7 +73,7 @@ class ConductorTaskResult(CamelModel):
         ]
 
 
-@router.get("/poll/batch/{task_type}")
+@router.get("/poll/batch/{task_type}", response_model=list[dict[str, Any]])
 async def batch_poll(
     ctx: Ctx,
     request: Request,
@@ -81,28 +82,31 @@ async def batch_poll(
     domain: str | None = None,
     count: Annotated[int, Query(ge=1, le=1000)] = 1,
     timeout: Annotated[int, Query(ge=0, description="Long-poll wait in milliseconds.")] = 100,  # noqa: ASYNC109
-) -> list[dict[str, Any]]:
+) -> Response:
     """Up to `count` tasks, waiting up to `timeout` ms for the first; an empty list when none."""
     _no_domains(domain)
     _check_task_type(task_type)
-    return await ctx.dispatcher.poll(
+    hand_out = await ctx.dispatcher.poll(
         task_type,
         workerid or "http-worker",
         count,
         min(timeout, MAX_POLL_TIMEOUT_MS) / 1000,
         gone=request.is_disconnected,
     )
+    return HandOutResponse(hand_out.tasks, hand_out)
 
 
 @router.get("/poll/{task_type}", response_model=None)
-async def poll(
-    ctx: Ctx, task_type: str, workerid: str | None = None, domain: str | None = None
-) -> dict[str, Any] | Response:
+async def poll(ctx: Ctx, task_type: str, workerid: str | None = None, domain: str | None = None) -> Response:
     """One task, or 204 No Content when none is waiting (Conductor's single poll does not wait)."""
     _no_domains(domain)
     _check_task_type(task_type)
-    tasks = await ctx.dispatcher.poll(task_type, workerid or "http-worker", 1, 0.1)
-    return tasks[0] if tasks else Response(status_code=204)
+    return _one(await ctx.dispatcher.poll(task_type, workerid or "http-worker", 1, 0.1))
+
+
+def _one(hand_out: HandOut) -> Response:
+    """A single poll's answer: the task (its hand-out confirmed once sent), or 204."""
+    return HandOutResponse(hand_out.tasks[0], hand_out) if hand_out.tasks else Response(status_code=204)
 
 
 TASK_TYPE = re.compile(TASK_NAME_PATTERN)
@@ -137,17 +141,14 @@ async def update_task(ctx: Ctx, result: ConductorTaskResult, caller: Caller) -> 
 
 
 @router.post("/update-v2", response_model=None)
-async def update_task_and_poll(
-    ctx: Ctx, result: ConductorTaskResult, caller: Caller
-) -> dict[str, Any] | Response:
+async def update_task_and_poll(ctx: Ctx, result: ConductorTaskResult, caller: Caller) -> Response:
     """Conductor's update-v2: report a result (same answers as `POST /api/tasks`) and receive the
     next task of the same type at once (204 when none is waiting, or when the task is still in
     progress), saving a worker one poll per task."""
     task = await _apply_result(ctx, result, caller)
     if result.status is TaskStatus.IN_PROGRESS:
         return Response(status_code=204)
-    tasks = await ctx.dispatcher.poll(task.task_type, result.worker_id or "http-worker", 1, 0.0)
-    return tasks[0] if tasks else Response(status_code=204)
+    return _one(await ctx.dispatcher.poll(task.task_type, result.worker_id or "http-worker", 1, 0.0))
 
 
 async def _apply_result(ctx: ApiContext, result: ConductorTaskResult, caller: ApiKey | None) -> ExecutionHead:

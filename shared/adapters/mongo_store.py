@@ -57,6 +57,8 @@ from shared.models.runtime import TaskState, WorkflowStatus
 from shared.ports.store import WorkflowHeads, decode_heads, heads_of
 
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
+RENEW_ATTEMPTS = 5
+"""A renewal racing another renewal by the same holder follows the chain at most this often."""
 
 
 class MongoStore(MongoCommits, MongoTimers, MongoRetention):
@@ -320,18 +322,46 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         records, and pruning a chain's head could let a stale claimer in beside a live claim."""
         if lease_ms <= 0:
             raise ValueError("claim_task: lease_ms must be positive")
-        replaces = 0
+        replaces, last = await self._last_task_claim(task_id)
+        if last is not None and last["claimUntil"] > now:
+            return False  # a live claim, whoever holds it
+        return await self._insert_task_claim(task_id, replaces, worker_id, now + lease_ms, now)
+
+    async def renew_task_claim(self, task_id: str, holder: str, now: int, lease_ms: int) -> bool:
+        """Insert-only too: the holder inserts the chain's next link (`<taskId>@<claimUntil of
+        its own record>`), so a rival claiming the run-out claim at the same moment competes for
+        the same `_id` and exactly one of them wins. A link the holder lost to itself (two
+        renewals at once) is followed and extended again."""
+        if lease_ms <= 0:
+            raise ValueError("renew_task_claim: lease_ms must be positive")
+        for _ in range(RENEW_ATTEMPTS):
+            replaces, last = await self._last_task_claim(task_id)
+            if last is not None and last["workerId"] != holder and last["claimUntil"] > now:
+                return False  # a rival's live claim
+            # Each link ends later than the one it replaces: its claimUntil names the next link.
+            until = max(now + lease_ms, replaces + 1)
+            if await self._insert_task_claim(task_id, replaces, holder, until, now):
+                return True
+        return False
+
+    async def _last_task_claim(self, task_id: str) -> tuple[int, dict[str, Any] | None]:
+        """The end of the execution's claim chain: (the `@` suffix its next link gets, its last
+        record). Each link ends later than the one before, so only the last can be live."""
+        replaces, last = 0, None
         while (current := await self._task_claims.find_one({"_id": f"{task_id}@{replaces}"})) is not None:
-            if current["claimUntil"] > now:
-                return False  # a live claim, whoever holds it
-            replaces = current["claimUntil"]
+            last, replaces = current, current["claimUntil"]
+        return replaces, last
+
+    async def _insert_task_claim(
+        self, task_id: str, replaces: int, holder: str, until: int, now: int
+    ) -> bool:
         try:
             await self._task_claims.insert_one(
                 {
                     "_id": f"{task_id}@{replaces}",
                     "taskId": task_id,
-                    "workerId": worker_id,
-                    "claimUntil": now + lease_ms,
+                    "workerId": holder,
+                    "claimUntil": until,
                     "at": now,
                 }
             )

@@ -290,11 +290,17 @@ def _select_workflows(connection: sqlite3.Connection, where: str, params: Sequen
     ).fetchall()
 
 
-def _claim_task(connection: sqlite3.Connection, task_id: str, worker_id: str, now: int, until: int) -> bool:
+def _claim_task(
+    connection: sqlite3.Connection, task_id: str, worker_id: str, now: int, until: int, renew: bool = False
+) -> bool:
+    """Insert the claim, or take over one whose lease ran out (or, renewing, one the same holder
+    has); a live claim of another makes the upsert change no row. A renewal never shortens."""
+    mine = " OR store_task_claims.worker_id = excluded.worker_id" if renew else ""
     cursor = connection.execute(
         "INSERT INTO store_task_claims (task_id, worker_id, claim_until) VALUES (?, ?, ?)"
         " ON CONFLICT (task_id) DO UPDATE SET worker_id = excluded.worker_id,"
-        " claim_until = excluded.claim_until WHERE store_task_claims.claim_until <= ?",
+        " claim_until = MAX(excluded.claim_until, store_task_claims.claim_until)"
+        f" WHERE store_task_claims.claim_until <= ?{mine}",
         (task_id, worker_id, until, now),
     )
     return cursor.rowcount == 1
@@ -658,6 +664,13 @@ class SqliteStore:
         if lease_ms <= 0:
             raise ValueError("claim_task: lease_ms must be positive")
         return await self._write(lambda c: _claim_task(c, task_id, worker_id, now, now + lease_ms))
+
+    async def renew_task_claim(self, task_id: str, holder: str, now: int, lease_ms: int) -> bool:
+        """The same upsert, which also updates the holder's own row (live or not); a pruned
+        expired claim is simply claimed again."""
+        if lease_ms <= 0:
+            raise ValueError("renew_task_claim: lease_ms must be positive")
+        return await self._write(lambda c: _claim_task(c, task_id, holder, now, now + lease_ms, renew=True))
 
     # ---- timers ----
 

@@ -215,6 +215,18 @@ class Store(Protocol):
         same execution when the bus delivers its message twice."""
         ...
 
+    async def renew_task_claim(self, task_id: str, holder: str, now: int, lease_ms: int) -> bool:
+        """Extend `holder`'s claim of task execution `task_id` to `now + lease_ms` (a renewal never
+        shortens a claim). True unless another holder's claim is live: the holder's own claim is
+        extended whether or not its lease ran out, provided nobody claimed the execution since
+        (an execution nobody holds is simply claimed). False once a rival claimed it after the
+        holder's lease ran out: the execution stays the rival's.
+
+        The api claims a hand-out for a few seconds and renews it to the task's response timeout
+        only once the poller has its answer (services/api/dispatch.py): a hand-out lost with its
+        process or its poller is free again in seconds, not after responseTimeoutSeconds."""
+        ...
+
     # ---- timers ----
     async def upsert_timer(self, timer: TimerRecord) -> None:
         """Arm (or re-arm, idempotently) a timer under its id."""

@@ -508,6 +508,56 @@ async def test_claim_task_exclusive_across_processes(store: Store, fresh_store: 
         assert sum(expired) == 1, f"trial {trial}: {sum(expired)} claimers won after expiry"
 
 
+async def test_renew_task_claim_extends_the_holders_claim_only(store: Store) -> None:
+    """The api's hand-out: a short claim, renewed to the response timeout once the poller has
+    its answer (services/api/dispatch.py)."""
+    assert await store.claim_task("t1", "h1", now=1000, lease_ms=500)
+    # Another holder cannot renew a claim that is live, nor take it.
+    assert not await store.renew_task_claim("t1", "h2", now=1200, lease_ms=60_000)
+    assert not await store.claim_task("t1", "h2", now=1499, lease_ms=500)
+    # The holder can, and the renewed claim keeps rivals out past the short lease.
+    assert await store.renew_task_claim("t1", "h1", now=1200, lease_ms=60_000)
+    assert not await store.claim_task("t1", "h2", now=1500, lease_ms=500)
+    assert not await store.renew_task_claim("t1", "h2", now=30_000, lease_ms=500)
+    await store.housekeeping(now=30_000)
+    assert not await store.claim_task("t1", "h2", now=61_199, lease_ms=500)
+    # A renewal never shortens a claim.
+    assert await store.renew_task_claim("t1", "h1", now=2000, lease_ms=500)
+    assert not await store.claim_task("t1", "h2", now=61_000, lease_ms=500)
+    assert await store.claim_task("t1", "h2", now=61_300, lease_ms=500)
+
+    # The short lease ran out and a rival claimed: the late renewal fails, the rival keeps it.
+    assert await store.claim_task("t2", "h1", now=1000, lease_ms=500)
+    assert await store.claim_task("t2", "h2", now=1600, lease_ms=500)
+    assert not await store.renew_task_claim("t2", "h1", now=1700, lease_ms=60_000)
+    assert not await store.claim_task("t2", "h3", now=2099, lease_ms=500)
+
+    # Ran out with nobody claiming since: the late renewal still holds it (pruned or not).
+    assert await store.claim_task("t3", "h1", now=1000, lease_ms=500)
+    assert await store.renew_task_claim("t3", "h1", now=1600, lease_ms=60_000)
+    assert not await store.claim_task("t3", "h2", now=2000, lease_ms=500)
+    assert await store.claim_task("t4", "h1", now=1000, lease_ms=500)
+    await store.housekeeping(now=1600)
+    assert await store.renew_task_claim("t4", "h1", now=1600, lease_ms=60_000)
+    assert not await store.claim_task("t4", "h2", now=2000, lease_ms=500)
+    with pytest.raises(ValueError):
+        await store.renew_task_claim("t4", "h1", now=2000, lease_ms=0)
+
+
+async def test_renew_task_claim_races_a_rival_claim_to_one_winner(store: Store, fresh_store: Store) -> None:
+    """A late renewal and a rival's claim of the run-out claim at the same moment: exactly one
+    holds the execution afterwards, on one adapter instance or two."""
+    for trial in range(10):
+        task_id = f"renew-race-{trial}"
+        assert await store.claim_task(task_id, "holder", now=1000, lease_ms=500)
+        results = await asyncio.gather(
+            store.renew_task_claim(task_id, "holder", now=2000, lease_ms=60_000),
+            fresh_store.claim_task(task_id, "rival", now=2000, lease_ms=60_000),
+            store.claim_task(task_id, "rival-2", now=2000, lease_ms=60_000),
+        )
+        assert sum(results) == 1, f"trial {trial}: {results}"
+
+
 async def test_mongo_reopen_creates_no_index(mongo_url: str, unique: str) -> None:
     """A service (re)starting on an existing database only reads the index list: on FerretDB 1.x
     a createIndexes racing other writers of the database deadlocked the whole server."""

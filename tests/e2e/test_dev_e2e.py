@@ -34,8 +34,10 @@ async def completed_count(api: httpx.AsyncClient, name: str) -> int:
 
 
 RESPONSE_TIMEOUT_S = 5
-"""A task handed to an HTTP worker in the instant the engine dies may never reach it (the poll's
-response dies with the process); responseTimeoutSeconds is what recovers it, as in Conductor."""
+"""A task whose poll answer was written in the instant the engine died may never reach its worker,
+and a result the worker gave up delivering while the engine was down is lost with it:
+responseTimeoutSeconds is what recovers those, as in Conductor. (A hand-out whose answer was
+never written goes out again within seconds: test_rehand_dev_e2e.py.)"""
 
 
 async def test_dev_killed_mid_run_and_restarted_on_the_same_file(tmp_path: Path) -> None:
