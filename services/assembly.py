@@ -132,6 +132,7 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
         idle_close_s=settings.api_poll_idle_close_s,
         handout_confirm_s=settings.api_handout_confirm_s,
         kill_after_claim=settings.fault_kill_after_claim,
+        max_task_types=settings.api_max_polled_task_types,
     )
     ctx = ApiContext(
         store,

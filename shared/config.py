@@ -175,6 +175,12 @@ class CairnSettings(BaseSettings):
         description="How long `POST /api/workflow` waits for a new execution to be readable before it "
         "answers 503 (the start is durable; the engine is catching up) instead of an id that would 404.",
     )
+    api_max_polled_task_types: int = Field(
+        500,
+        ge=1,
+        description="Task types one api serves to HTTP pollers at once (each is a consumer of its own); "
+        "a poll for one more is answered 429 until an idle type is released.",
+    )
     api_poll_idle_close_s: float = Field(
         120.0,
         description="A task type no HTTP worker polled for this long is handed back to bus workers.",

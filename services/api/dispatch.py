@@ -46,6 +46,21 @@ from shared.topics import Topics
 
 log = logging.getLogger(__name__)
 
+DEFAULT_MAX_TASK_TYPES = 500
+
+
+class TooManyTaskTypesError(Exception):
+    """A poll for one more task type than the api serves at once (the routes answer 429)."""
+
+    def __init__(self, served: int, idle_close_s: float) -> None:
+        super().__init__(
+            f"taskType: this api already serves {served} task types to HTTP pollers, its limit "
+            "(CAIRN_API_MAX_POLLED_TASK_TYPES); poll this one once a type nobody polls is released "
+            "(CAIRN_API_POLL_IDLE_CLOSE_S), or from another replica"
+        )
+        self.retry_after_s = max(1, round(idle_close_s))
+
+
 __all__ = ["QueueClosedError", "TaskDispatcher", "is_stale"]
 
 DEFAULT_HANDOUT_CONFIRM_S = 10.0
@@ -68,6 +83,7 @@ class TaskDispatcher:
         max_batch: int = 100,
         handout_confirm_s: float = DEFAULT_HANDOUT_CONFIRM_S,
         kill_after_claim: str | None = None,
+        max_task_types: int = DEFAULT_MAX_TASK_TYPES,
     ) -> None:
         if handout_confirm_s <= 0:
             raise ValueError("handout_confirm_s must be positive")
@@ -78,6 +94,9 @@ class TaskDispatcher:
         self.idle_close_s = idle_close_s
         self.max_batch = max_batch
         self.handout_confirm_s = handout_confirm_s
+        self.max_task_types = max_task_types
+        """Task types served at once: each is a consumer in a group of its own, so a poller
+        naming new types (any string is one) must not make the api join groups without end."""
         self.kill_after_claim = kill_after_claim
         self._queues: dict[str, TypeQueue] = {}
         self._joining = asyncio.Lock()
@@ -218,6 +237,8 @@ class TaskDispatcher:
         async with self._joining:
             queue = self._queues.get(task_type)
             if queue is None or queue.closed:
+                if len(self._queues) >= self.max_task_types:
+                    raise TooManyTaskTypesError(len(self._queues), self.idle_close_s)
                 queue = TypeQueue(task_type, last_poll=asyncio.get_running_loop().time())
                 queue.subscription = await self.bus.add_subscription(
                     [self.topics.tasks(task_type)],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
@@ -14,6 +15,7 @@ from pydantic import Field, field_validator
 from services.api.auth import Caller, ensure_may_work_on
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
+from services.api.dispatch import TooManyTaskTypesError
 from services.api.handout import HandOut, HandOutResponse
 from services.api.views import load_executions
 from shared import telemetry
@@ -86,7 +88,8 @@ async def batch_poll(
     """Up to `count` tasks, waiting up to `timeout` ms for the first; an empty list when none."""
     _no_domains(domain)
     _check_task_type(task_type)
-    hand_out = await ctx.dispatcher.poll(
+    hand_out = await _poll(
+        ctx,
         task_type,
         workerid or "http-worker",
         count,
@@ -101,7 +104,26 @@ async def poll(ctx: Ctx, task_type: str, workerid: str | None = None, domain: st
     """One task, or 204 No Content when none is waiting (Conductor's single poll does not wait)."""
     _no_domains(domain)
     _check_task_type(task_type)
-    return _one(await ctx.dispatcher.poll(task_type, workerid or "http-worker", 1, 0.1))
+    return _one(await _poll(ctx, task_type, workerid or "http-worker", 1, 0.1))
+
+
+async def _poll(
+    ctx: ApiContext,
+    task_type: str,
+    worker_id: str,
+    count: int,
+    timeout_s: float,
+    gone: Callable[[], Awaitable[bool]] | None = None,
+) -> HandOut:
+    try:
+        return await ctx.dispatcher.poll(task_type, worker_id, count, timeout_s, gone=gone)
+    except TooManyTaskTypesError as error:
+        raise ApiError(
+            429,
+            str(error),
+            [("taskType", "too many task types polled at once")],
+            headers={"Retry-After": str(error.retry_after_s)},
+        ) from None
 
 
 def _one(hand_out: HandOut) -> Response:
@@ -148,7 +170,7 @@ async def update_task_and_poll(ctx: Ctx, result: ConductorTaskResult, caller: Ca
     task = await _apply_result(ctx, result, caller)
     if result.status is TaskStatus.IN_PROGRESS:
         return Response(status_code=204)
-    return _one(await ctx.dispatcher.poll(task.task_type, result.worker_id or "http-worker", 1, 0.0))
+    return _one(await _poll(ctx, task.task_type, result.worker_id or "http-worker", 1, 0.0))
 
 
 async def _apply_result(ctx: ApiContext, result: ConductorTaskResult, caller: ApiKey | None) -> ExecutionHead:
