@@ -7,16 +7,26 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from cairn.backends import DEFAULT_SERVER, Backend, BackendError, backend_for
+from cairn.backends import DEFAULT_SERVER, Backend
+from cairn.cli_common import (
+    InsecureOption,
+    JsonOption,
+    ServerOption,
+    console,
+    err,
+    fail,
+    json_arg,
+    new_table,
+    styled,
+    when,
+    with_backend,
+)
 from cairn.cli_deadletters import deadletter_app
 from cairn.keys_cli import keys_app
 from cairn.tree import is_nested, line, task_tree
@@ -32,23 +42,6 @@ def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_h
 app.add_typer(def_app, name="def")
 app.add_typer(deadletter_app, name="deadletter")
 app.add_typer(keys_app, name="keys")
-console = Console()
-err = Console(stderr=True)
-T = TypeVar("T")
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-InsecureOption = Annotated[
-    bool,
-    typer.Option(
-        "--insecure",
-        help="Let the api listen on a non-loopback address without CAIRN_AUTH_KEYS_FILE, open to anyone "
-        "(CAIRN_INSECURE).",
-    ),
-]
-ServerOption = Annotated[
-    str | None,
-    typer.Option("--server", help="Cairn api URL (CAIRN_SERVER); default: cairn dev at 127.0.0.1:8080."),
-]
 
 
 def main() -> None:
@@ -70,71 +63,6 @@ def main() -> None:
         sys.exit(2)
 
 
-def _run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(coro_fn())  # type: ignore[arg-type]
-
-
-def _fail(message: str, hint: str | None = None) -> None:
-    err.print(f"[bold red]error:[/] {message}")
-    if hint:
-        err.print(f"[dim]{hint}[/]")
-    raise typer.Exit(2)
-
-
-def _json_arg(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        _fail(f"{what} is not valid JSON: {error}", f'example: {what} \'{{"key": "value"}}\'')
-    if not isinstance(value, dict):
-        _fail(f"{what} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-class _Rows:
-    """A table for people: every row on one line. Columns keep the width of their content (up to
-    40 cells) and the last column, the free-text one, gives way with an ellipsis on narrow
-    terminals."""
-
-    def __init__(self, *headers: str) -> None:
-        self.headers = headers
-        self.rows: list[tuple[str, ...]] = []
-
-    def add_row(self, *cells: str) -> None:
-        self.rows.append(cells)
-
-    def __rich__(self) -> Table:
-        from rich.text import Text
-
-        widths = [
-            max([len(header), *(Text.from_markup(row[index]).cell_len for row in self.rows)])
-            for index, header in enumerate(self.headers)
-        ]
-        fixed = [min(width, 40) for width in widths[:-1]]
-        budget = console.width - 3 * len(self.headers) - 1  # borders and padding
-        floors = [max(len(header), 4) for header in self.headers[:-1]]
-        while sum(fixed) + 12 > budget and any(w > f for w, f in zip(fixed, floors, strict=True)):
-            widest = max(range(len(fixed)), key=lambda i: fixed[i] - floors[i])
-            fixed[widest] -= 1  # narrow terminal: the widest column gives way first
-        room = budget - sum(fixed)
-        table = Table()
-        for header, width in zip(self.headers, [*fixed, max(min(widths[-1], room), 12)], strict=True):
-            table.add_column(header, no_wrap=True, overflow="ellipsis", width=width)
-        for row in self.rows:
-            table.add_row(*row)
-        return table
-
-
-def _table(*headers: str) -> _Rows:
-    return _Rows(*headers)
-
-
-def _when(ms: int) -> str:
-    if not ms:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
-
-
 @app.command()
 def run(
     service: Annotated[
@@ -149,7 +77,7 @@ def run(
     from services.runtime import run_service
 
     if service not in SERVICES:
-        _fail(f"unknown service {service!r}", f"choose one of: {', '.join(SERVICES)}")
+        fail(f"unknown service {service!r}", f"choose one of: {', '.join(SERVICES)}")
     settings = _with_api_address(CairnSettings(), host, port, insecure)
 
     async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
@@ -173,7 +101,7 @@ def health(
     try:
         healthy = check(service, max_age)
     except ValueError as error:
-        _fail(str(error))
+        fail(str(error))
     except Unhealthy as error:
         err.print(f"unhealthy: {error}")
         raise typer.Exit(1) from None
@@ -297,16 +225,16 @@ def _import_workers(target: str) -> list[Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        _fail(f"cannot import {module_name!r}: {error}", "run from the directory that holds the module")
+        fail(f"cannot import {module_name!r}: {error}", "run from the directory that holds the module")
     if attr and not hasattr(module, attr):
-        _fail(f"module {module_name!r} has no attribute {attr!r}")
+        fail(f"module {module_name!r} has no attribute {attr!r}")
     workers = registered_workers()
     if attr:
         chosen = getattr(module, attr)
         functions = chosen if isinstance(chosen, list | tuple) else [chosen]
         workers = [spec for spec in workers if spec.function in functions]
     if not workers:
-        _fail(f"no @worker functions found in {target!r}")
+        fail(f"no @worker functions found in {target!r}")
     return workers
 
 
@@ -314,9 +242,9 @@ def _load_definitions(path: Path) -> tuple[list[TaskDef], list[WorkflowDef]]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        _fail(f"{path}: no such file")
+        fail(f"{path}: no such file")
     except json.JSONDecodeError as error:
-        _fail(f"{path}: not valid JSON: {error}")
+        fail(f"{path}: not valid JSON: {error}")
     items = data if isinstance(data, list) else [data]
     task_defs, workflow_defs = [], []
     for index, item in enumerate(items):
@@ -328,32 +256,15 @@ def _load_definitions(path: Path) -> tuple[list[TaskDef], list[WorkflowDef]]:
                 task_defs.append(parse_task_def(item))
         except DefinitionError as error:
             lines = "\n".join(f"  {where}{p}: {m}" for p, m in error.problems)
-            _fail(f"{path}: invalid definition\n{lines}")
+            fail(f"{path}: invalid definition\n{lines}")
     return task_defs, workflow_defs
-
-
-def _with_backend(server: str | None, action: Callable[[Backend], Awaitable[T]]) -> T:
-    """Run `action` on the chosen backend; refusals become a clean error with a hint."""
-    settings = CairnSettings()
-    if server:
-        settings = settings.model_copy(update={"server": server})
-
-    async def call() -> T:
-        async with backend_for(settings) as backend:
-            return await action(backend)
-
-    try:
-        return _run(call)
-    except BackendError as error:
-        _fail(str(error), error.hint)
-        raise  # unreachable: _fail exits
 
 
 @def_app.command("register")
 def def_register(file: Path, as_json: JsonOption = False, server: ServerOption = None) -> None:
     """Register workflow and/or task definitions from a JSON file (object or list)."""
     task_defs, workflow_defs = _load_definitions(file)
-    _with_backend(server, lambda backend: backend.register(task_defs, workflow_defs))
+    with_backend(server, lambda backend: backend.register(task_defs, workflow_defs))
     registered = [{"kind": "taskDef", "name": t.name} for t in task_defs] + [
         {"kind": "workflowDef", "name": w.name, "version": w.version} for w in workflow_defs
     ]
@@ -368,11 +279,11 @@ def def_register(file: Path, as_json: JsonOption = False, server: ServerOption =
 @def_app.command("ls")
 def def_ls(as_json: JsonOption = False, server: ServerOption = None) -> None:
     """List registered workflow definitions."""
-    definitions = _with_backend(server, lambda backend: backend.list_definitions())
+    definitions = with_backend(server, lambda backend: backend.list_definitions())
     if as_json:
         print(json.dumps(definitions))
         return
-    table = _table("name", "version", "tasks")
+    table = new_table("name", "version", "tasks")
     for d in definitions:
         table.add_row(
             d["name"], str(d.get("version", 1)), ", ".join(t["taskReferenceName"] for t in d["tasks"])
@@ -393,8 +304,8 @@ def start(
     server: ServerOption = None,
 ) -> None:
     """Start a workflow."""
-    payload = _json_arg(input, "--input")
-    started = _with_backend(
+    payload = json_arg(input, "--input")
+    started = with_backend(
         server,
         lambda backend: backend.start(
             name, payload, workflow_id=workflow_id, version=version, correlation_id=correlation_id
@@ -417,12 +328,12 @@ def signal(
     server: ServerOption = None,
 ) -> None:
     """Complete (or fail) a WAIT task by its reference name."""
-    payload = _json_arg(data, "--data")
+    payload = json_arg(data, "--data")
     try:
         task_status = TaskStatus(status)
     except ValueError:
-        _fail(f"unknown status {status!r}", "use COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")
-    _with_backend(server, lambda backend: backend.signal(workflow_id, task_ref, payload, task_status))
+        fail(f"unknown status {status!r}", "use COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")
+    with_backend(server, lambda backend: backend.signal(workflow_id, task_ref, payload, task_status))
     console.print(f"signalled [bold]{task_ref}[/] of [cyan]{workflow_id}[/]")
 
 
@@ -431,33 +342,16 @@ def terminate(
     workflow_id: str, reason: Annotated[str | None, typer.Option()] = None, server: ServerOption = None
 ) -> None:
     """Terminate a running workflow."""
-    _with_backend(server, lambda backend: backend.terminate(workflow_id, reason))
+    with_backend(server, lambda backend: backend.terminate(workflow_id, reason))
     console.print(f"terminate sent for [cyan]{workflow_id}[/]")
-
-
-STATUS_STYLE = {
-    "COMPLETED": "green",
-    "RUNNING": "cyan",
-    "SCHEDULED": "cyan",
-    "IN_PROGRESS": "yellow",
-    "FAILED": "red",
-    "FAILED_WITH_TERMINAL_ERROR": "red",
-    "TIMED_OUT": "red",
-    "TERMINATED": "magenta",
-    "CANCELED": "magenta",
-}
-
-
-def _styled(status: str) -> str:
-    return f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
 
 
 @app.command()
 def status(workflow_id: str, as_json: JsonOption = False, server: ServerOption = None) -> None:
     """Show a workflow and its task executions."""
-    workflow = _with_backend(server, lambda backend: backend.workflow(workflow_id))
+    workflow = with_backend(server, lambda backend: backend.workflow(workflow_id))
     if workflow is None:
-        _fail(
+        fail(
             f"workflow {workflow_id!r} not found",
             "check the id; `cairn start` prints it, `cairn ls` lists them",
         )
@@ -467,7 +361,7 @@ def status(workflow_id: str, as_json: JsonOption = False, server: ServerOption =
         return
     console.print(
         f"[bold]{workflow['workflowName']}[/] v{workflow['workflowVersion']}  [cyan]{workflow_id}[/]  "
-        f"{_styled(workflow['status'])}"
+        f"{styled(workflow['status'])}"
     )
     if workflow.get("reasonForIncompletion"):
         console.print(f"reason: {workflow['reasonForIncompletion']}")
@@ -475,18 +369,18 @@ def status(workflow_id: str, as_json: JsonOption = False, server: ServerOption =
     if workflow["status"] != "RUNNING":
         console.print(f"output: {json.dumps(workflow['output'])}")
     if is_nested(workflow):  # operators: the executions as a tree, iterations numbered
-        console.print(task_tree(workflow, "[dim]tasks[/]", lambda task: line(task, _styled)))
+        console.print(task_tree(workflow, "[dim]tasks[/]", lambda task: line(task, styled)))
         return
-    table = _table("seq", "ref", "type", "status", "attempt", "output", "updated")
+    table = new_table("seq", "ref", "type", "status", "attempt", "output", "updated")
     for task in workflow["tasks"]:
         table.add_row(
             str(task["seq"]),
             task["referenceTaskName"],
             task["taskType"],
-            _styled(task["status"]),
+            styled(task["status"]),
             str(task["retryCount"]),
             json.dumps(task["outputData"])[:60],
-            _when(task["updateTime"]),
+            when(task["updateTime"]),
         )
     console.print(table)
 
@@ -503,13 +397,13 @@ def list_workflows(
     try:
         wanted = WorkflowStatus(status.upper()) if status else None
     except ValueError:
-        _fail(f"unknown status {status!r}", f"use one of {', '.join(s.value for s in WorkflowStatus)}")
+        fail(f"unknown status {status!r}", f"use one of {', '.join(s.value for s in WorkflowStatus)}")
         return
-    found = _with_backend(server, lambda backend: backend.workflows(status=wanted, name=name, limit=limit))
+    found = with_backend(server, lambda backend: backend.workflows(status=wanted, name=name, limit=limit))
     if as_json:
         print(json.dumps(found))
         return
-    table = _table("workflow", "name", "status", "started", "took", "output / reason")
+    table = new_table("workflow", "name", "status", "started", "took", "output / reason")
     for summary in found:
         took = f"{summary['executionTime'] / 1000:.2f}s" if summary["endTime"] else "-"
         detail = (
@@ -520,8 +414,8 @@ def list_workflows(
         table.add_row(
             summary["workflowId"],
             f"{summary['workflowType']} v{summary['version']}",
-            _styled(summary["status"]),
-            _when(summary["startTime"]),
+            styled(summary["status"]),
+            when(summary["startTime"]),
             took,
             (detail or "")[:60],
         )
@@ -564,12 +458,12 @@ def watch(
                     await asyncio.sleep(0.3)
         return finished
 
-    finished = _with_backend(server, follow)
+    finished = with_backend(server, follow)
     missing = [wid for wid in workflow_ids if wid not in finished]
     if as_json:
         print(json.dumps(finished | {"unfinished": missing}))
     else:
-        table = _table("workflow", "status", "took", "output / reason")
+        table = new_table("workflow", "status", "took", "output / reason")
         for wid, workflow in finished.items():
             detail = (
                 json.dumps(workflow["output"])
@@ -578,10 +472,10 @@ def watch(
             )
             table.add_row(
                 wid,
-                _styled(workflow["status"]),
+                styled(workflow["status"]),
                 f"{(workflow['endTime'] - workflow['createTime']) / 1000:.2f}s",
                 detail,
             )
         console.print(table)
     if missing:
-        _fail(f"{len(missing)} workflow(s) still running after {within:.0f}s: {', '.join(missing)}")
+        fail(f"{len(missing)} workflow(s) still running after {within:.0f}s: {', '.join(missing)}")

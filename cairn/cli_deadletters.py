@@ -19,13 +19,13 @@ def ls(
     server: Annotated[str | None, typer.Option("--server", help="Cairn api URL (CAIRN_SERVER).")] = None,
 ) -> None:
     """List the newest dead letters: where each came from and why it was given up on."""
-    from cairn.cli import _table, _with_backend, console, err
+    from cairn.cli_common import console, err, new_table, with_backend
 
-    letters = _with_backend(server, lambda backend: backend.dead_letters(limit))
+    letters = with_backend(server, lambda backend: backend.dead_letters(limit))
     if as_json:
         print(json.dumps(letters))
         return
-    table = _table("id", "from", "key", "reason")
+    table = new_table("id", "from", "key", "reason")
     for letter in letters:
         source = f"{letter['sourceTopic']}[{letter['sourcePartition']}]@{letter['sourceOffset']}"
         table.add_row(letter["id"], source, str(letter["key"] or ""), (letter["reason"] or "")[:90])
@@ -43,11 +43,11 @@ def show(
     server: Annotated[str | None, typer.Option("--server", help="Cairn api URL (CAIRN_SERVER).")] = None,
 ) -> None:
     """One dead letter whole: the reason, the original message and its headers."""
-    from cairn.cli import _fail, _with_backend, console
+    from cairn.cli_common import console, fail, with_backend
 
-    letter = _with_backend(server, lambda backend: backend.dead_letter(letter_id))
+    letter = with_backend(server, lambda backend: backend.dead_letter(letter_id))
     if letter is None:
-        _fail(f"no dead letter {letter_id!r}", "list them with `cairn deadletter ls`")
+        fail(f"no dead letter {letter_id!r}", "list them with `cairn deadletter ls`")
         return
     if as_json:
         print(json.dumps(letter))
@@ -68,9 +68,9 @@ def replay(
     server: Annotated[str | None, typer.Option("--server", help="Cairn api URL (CAIRN_SERVER).")] = None,
 ) -> None:
     """Publish the original message again to the topic it came from (after fixing its cause)."""
-    from cairn.cli import _with_backend, console
+    from cairn.cli_common import console, with_backend
 
-    replayed = _with_backend(server, lambda backend: backend.replay(letter_id))
+    replayed = with_backend(server, lambda backend: backend.replay(letter_id))
     if as_json:
         print(json.dumps(replayed))
         return
