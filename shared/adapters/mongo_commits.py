@@ -191,11 +191,10 @@ class MongoCommits(MongoParts):
                 placed[i] = result.matched_count > 0
             for i, found in zip(unmatched, versions, strict=True):
                 placed[i] = found is not None and found["version"] == documents[i]["version"]
-        await asyncio.gather(
-            *(
-                self._workflows.delete_one({"_id": d["_id"], "version": {"$lte": d["version"]}})
-                for d in documents
-            )
+        # One delete for the batch (one scan of the small collection on FerretDB, not one each),
+        # never of a newer version there (a run that started again).
+        await self._workflows.delete_many(
+            {"$or": [{"_id": d["_id"], "version": {"$lte": d["version"]}} for d in documents]}
         )
         return placed
 
