@@ -156,10 +156,10 @@ class DeciderHandler:
                 continue
             groups.setdefault(workflow_id_of(message), []).append(_Item(received, message))
         pending = groups
-        for _ in range(MAX_COMMIT_ATTEMPTS):
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
             if not pending:
                 break
-            lost = await self._decide_and_commit(pending, dead)
+            lost = await self._decide_and_commit(pending, dead, first_attempt=attempt == 0)
             pending = {workflow_id: groups[workflow_id] for workflow_id in lost}
         else:
             raise CommitConflictError(f"gave up on {sorted(pending)} after {MAX_COMMIT_ATTEMPTS} conflicts")
@@ -169,7 +169,9 @@ class DeciderHandler:
         batch_duration.record(elapsed_ms)
         log.debug("batch of %d messages for %d workflows in %.1f ms", len(batch), len(groups), elapsed_ms)
 
-    async def _decide_and_commit(self, groups: dict[str, list[_Item]], dead: list[Outgoing]) -> list[str]:
+    async def _decide_and_commit(
+        self, groups: dict[str, list[_Item]], dead: list[Outgoing], *, first_attempt: bool = True
+    ) -> list[str]:
         """One round: load, decide, group-commit, publish. Returns the workflows that lost."""
         now = self.clock()
         t0 = time.perf_counter()
@@ -183,8 +185,19 @@ class DeciderHandler:
         }
         cached = set(documents)
         missing = [wid for wid in groups if wid not in documents]
-        if missing:
-            documents.update(await self.store.load_workflows(missing))
+        # Workflows being started are new: a finished execution under such an id is found by the
+        # create's uniqueness (the commit is lost, and the next attempt looks everywhere).
+        starting = [
+            wid
+            for wid in missing
+            if first_attempt and all(isinstance(i.message, StartWorkflow) for i in groups[wid])
+        ]
+        others = [wid for wid in missing if wid not in starting]
+        loaded = await asyncio.gather(
+            self.store.load_workflows(starting, running_only=True), self.store.load_workflows(others)
+        )
+        for found in loaded:
+            documents.update(found)
         t1 = time.perf_counter()
         definitions: dict[tuple[str, int | None], tuple[WorkflowDef | None, str]] = {}
         plans = [

@@ -188,6 +188,7 @@ class MongoParts:
 
     _workflows: Any
     _finished: Any
+    _ids: Any
     _commits: Any
     _outbox_pending: Any
     _tasks: Any
@@ -197,6 +198,7 @@ class MongoParts:
     _snapshots: SnapshotCache
     _atomic_updates: bool
     _fence_retention_ms: int
+    _fences_pruned_at: int = 0
 
     async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
         """Insert first (cheap everywhere); overwrite only the ids that already existed."""
@@ -209,7 +211,10 @@ class MongoParts:
             )
 
     async def find_current(
-        self, workflow_ids: Sequence[str], projection: dict[str, Any] | None = None
+        self,
+        workflow_ids: Sequence[str],
+        projection: dict[str, Any] | None = None,
+        running_only: bool = False,
     ) -> dict[str, dict[str, Any]]:
         """The stored document of each workflow among `workflow_ids` that exists: from
         `workflows`, or else from `finished`. One `{_id}` lookup each, concurrently: the only
@@ -217,11 +222,15 @@ class MongoParts:
 
         A document is inserted into `finished` before it leaves `workflows`, so a reader never
         misses it; in between (or after a crash there) `workflows` shows the version before,
-        which the next decision's failed fence rolls forward (`mongo_commits`)."""
+        which the next decision's failed fence rolls forward (`mongo_commits`).
+
+        A find by `_id` that finds nothing scans the whole collection on FerretDB 1.24 (measured:
+        1 ms for a hit, 48 ms for a miss beside 6,000 documents), so `running_only` callers, who
+        mostly ask for ids that do not exist yet (new executions), never look in `finished`."""
         hot = await asyncio.gather(*(self._workflows.find_one({"_id": w}, projection) for w in workflow_ids))
         found = {data["_id"]: data for data in hot if data is not None}
         missing = [w for w in workflow_ids if w not in found]
-        if missing:
+        if missing and not running_only:
             cold = await asyncio.gather(*(self._finished.find_one({"_id": w}, projection) for w in missing))
             found.update({data["_id"]: data for data in cold if data is not None})
         return found

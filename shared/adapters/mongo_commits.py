@@ -52,8 +52,11 @@ class MongoCommits(MongoParts):
         repaired by the roll-forward from the fence, which never has been pruned while it is newer
         than the document (see `_prune_fences`).
 
-        A create (expected version 0) is the insert into `workflows`; one whose id is already in
-        `finished` loses, as it would to an existing document."""
+        A create (expected version 0) is the insert of its id into `workflow_ids` (a record per
+        execution, finished or not, kept until it is purged), then into `workflows`: an id that
+        finished long ago loses, as one still running does, without a look into `finished` (a
+        look for an id that is not there scans it on FerretDB). An id left in `workflow_ids` by a
+        create that died before its document was written is found so, and taken."""
         for commit in commits:
             if commit.document.version != commit.expected_version + 1:
                 raise ValueError("commit: document.version must be expected_version + 1")
@@ -73,14 +76,11 @@ class MongoCommits(MongoParts):
         creates = [i for i, commit in enumerate(commits) if commit.expected_version == 0]
         updates = [i for i, commit in enumerate(commits) if commit.expected_version > 0]
         # 1. before the commit point: unsent-outbox markers, and a new execution's records (a
-        # create has no fence to carry them; rivals creating one execution decide alike); and
-        # whether an id to create has finished already.
-        _, _, ended = await asyncio.gather(
+        # create has no fence to carry them; rivals creating one execution decide alike).
+        await asyncio.gather(
             self.upsert_tasks([task for i in creates for task in commits[i].tasks]),
             insert_all(self._outbox_pending, [m for m in markers if m is not None]),
-            asyncio.gather(*(self._finished.find_one({"_id": data[i]["_id"]}, {"_id": 1}) for i in creates)),
         )
-        creates_allowed = [i for i, found in zip(creates, ended, strict=True) if found is None]
         # 2. the commit point: create new documents, insert fences (with the records) for updated
         # ones, and read the stored versions (by _id, the one lookup FerretDB indexes).
         fences = [
@@ -92,6 +92,7 @@ class MongoCommits(MongoParts):
             for i in updates
         ]
         late = [i for i in updates if self._read_long_ago(commits[i])]
+        creates_allowed = await self._claim_ids(creates, data)
         created, fenced, stored = await asyncio.gather(
             insert_all(self._workflows, [data[i] for i in creates_allowed]),
             insert_all(self._commits, fences),
@@ -134,6 +135,14 @@ class MongoCommits(MongoParts):
             await self._outbox_pending.delete_many({"_id": {"$in": lost_markers}})
         return won
 
+    async def _claim_ids(self, creates: list[int], data: list[dict[str, Any]]) -> list[int]:
+        """The creates whose id is new: inserted into `workflow_ids`, or found there with no
+        execution under it (a create that died in between; rare, and the look costs a scan)."""
+        inserted = await insert_all(self._ids, [{"_id": data[i]["_id"]} for i in creates])
+        taken = [i for i, ok in zip(creates, inserted, strict=True) if not ok]
+        existing = await self.find_current([data[i]["_id"] for i in taken], {"_id": 1}) if taken else {}
+        return [i for i, ok in zip(creates, inserted, strict=True) if ok or data[i]["_id"] not in existing]
+
     def _read_long_ago(self, commit: Commit) -> bool:
         """Whether a commit's base was read so long ago that the fence of its next version may
         have been pruned since: a fence is kept at least `fence_retention` after it was written,
@@ -173,7 +182,10 @@ class MongoCommits(MongoParts):
         """Move finished documents to `finished`: insert there (replace, never by an older version,
         when it finished before: a late event, a roll-forward), then delete from `workflows`.
         Result i: document i is the read model now (False: a newer version is)."""
-        inserted = await insert_all(self._finished, documents)
+        inserted, _ = await asyncio.gather(
+            insert_all(self._finished, documents),
+            insert_all(self._ids, [{"_id": d["_id"]} for d in documents]),  # created before the ids
+        )
         placed = list(inserted)
         again = [i for i, ok in enumerate(inserted) if not ok]
         if again:  # rare: a finished execution committed again (FerretDB scans `finished` here)
@@ -267,8 +279,10 @@ class MongoCommits(MongoParts):
         await self._tasks.delete_many({"workflowInstanceId": workflow_id})
         await self._outbox_pending.delete_many({"workflowId": workflow_id})
         await self._commits.delete_many({"workflowId": workflow_id})
-        finished, running = await asyncio.gather(
-            self._finished.delete_one({"_id": workflow_id}), self._workflows.delete_one({"_id": workflow_id})
+        finished, running, _ = await asyncio.gather(
+            self._finished.delete_one({"_id": workflow_id}),
+            self._workflows.delete_one({"_id": workflow_id}),
+            self._ids.delete_one({"_id": workflow_id}),
         )
         return bool(finished.deleted_count or running.deleted_count)
 
@@ -277,6 +291,9 @@ class MongoCommits(MongoParts):
         newest fence of a workflow whose materialisation was lost must stay for the roll-forward.
         (A decider frozen longer than the retention no longer relies on fences: its commit is
         refused by the version read at the commit point.)"""
+        if now - self._fences_pruned_at < self._fence_retention_ms / 2:
+            return  # a fence becomes prunable only after the retention: no need to look more often
+        self._fences_pruned_at = now
         old = await self._commits.find(
             {"updatedAt": {"$lt": now - self._fence_retention_ms}},
             {"workflowId": 1, "version": 1},

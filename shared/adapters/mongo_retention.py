@@ -55,4 +55,5 @@ class MongoRetention(MongoParts):
                 {"_id": {"$in": chunk}, "status": {"$in": list(FINISHED_STATUSES)}}
             )
             await self._finished.delete_many({"_id": {"$in": chunk}})
+            await self._ids.delete_many({"_id": {"$in": chunk}})
         return ids

@@ -79,6 +79,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         db = self._client[database]
         self._workflows = db["workflows"]
         self._finished = db["workflows_finished"]
+        self._ids = db["workflow_ids"]
         self._commits = db["workflow_commits"]
         self._outbox_pending = db["outbox_pending"]
         self._tasks = db["tasks"]
@@ -177,14 +178,18 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
 
     # ---- workflows ----
 
-    async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
+    async def load_workflows(
+        self, workflow_ids: Sequence[str], running_only: bool = False
+    ) -> dict[str, WorkflowDocument]:
         documents, unsent = await asyncio.gather(
-            self.find_current(workflow_ids), self._unsent_outboxes(workflow_ids)
+            self.find_current(workflow_ids, running_only=running_only), self._unsent_outboxes(workflow_ids)
         )
         return {workflow_id: await self._from_mongo(data, unsent) for workflow_id, data in documents.items()}
 
-    async def load_heads(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowHeads]:
-        found = await self.find_current(workflow_ids, {"status": 1, "taskHeads": 1})
+    async def load_heads(
+        self, workflow_ids: Sequence[str], running_only: bool = False
+    ) -> dict[str, WorkflowHeads]:
+        found = await self.find_current(workflow_ids, {"status": 1, "taskHeads": 1}, running_only)
         heads: dict[str, WorkflowHeads] = {}
         older: list[str] = []
         for data in found.values():

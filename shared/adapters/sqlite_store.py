@@ -221,7 +221,9 @@ class SqliteStore:
         for snapshot_id, body in rows:
             self._snapshots.remember(snapshot_id, WorkflowDef.model_validate_json(body), body)
 
-    async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
+    async def load_workflows(
+        self, workflow_ids: Sequence[str], running_only: bool = False
+    ) -> dict[str, WorkflowDocument]:
         param = ids_param(workflow_ids)
         rows = await self._run(
             lambda c: select_workflows(c, "WHERE id IN (SELECT value FROM json_each(?))", (param,))
@@ -231,7 +233,9 @@ class SqliteStore:
     async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None:
         return (await self.load_workflows([workflow_id])).get(workflow_id)
 
-    async def load_heads(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowHeads]:
+    async def load_heads(
+        self, workflow_ids: Sequence[str], running_only: bool = False
+    ) -> dict[str, WorkflowHeads]:
         """From the compact heads column written with each commit: no parse of the document.
         Rows written before that column existed are read with SQLite's JSON functions."""
         param = ids_param(workflow_ids)

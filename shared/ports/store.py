@@ -136,11 +136,18 @@ class Store(Protocol):
         """The current document; its `outbox` holds only messages not yet marked sent."""
         ...
 
-    async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
-        """The existing documents among `workflow_ids`, by id."""
+    async def load_workflows(
+        self, workflow_ids: Sequence[str], running_only: bool = False
+    ) -> dict[str, WorkflowDocument]:
+        """The existing documents among `workflow_ids`, by id. With `running_only` the caller
+        needs only executions that have not finished (a decider about to start new ones: a
+        finished one under the id is found by the create's uniqueness instead); an adapter may
+        then leave finished ones out where looking for them costs more (MongoDB)."""
         ...
 
-    async def load_heads(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowHeads]:
+    async def load_heads(
+        self, workflow_ids: Sequence[str], running_only: bool = False
+    ) -> dict[str, WorkflowHeads]:
         """Status and current-execution heads of the existing workflows among `workflow_ids`
         (what `load_workflows` would say, at a fraction of the cost for large documents)."""
         ...

@@ -212,3 +212,12 @@ async def test_mongo_a_move_cut_short_is_finished_by_the_next_decision(mongo_sto
     assert await store._workflows.count_documents({"_id": "cut"}) == 0
     healed = await store.load_workflow("cut")
     assert healed is not None and (healed.version, healed.state.status) == (2, WorkflowStatus.COMPLETED)
+
+
+@pytest.mark.integration
+async def test_mongo_an_id_left_by_a_create_that_died_is_taken(mongo_store: MongoStore) -> None:
+    """A create inserts its id into `workflow_ids` first; one that died before writing its
+    document must not block the id forever."""
+    await mongo_store._ids.insert_one({"_id": "orphan"})
+    assert await create_running(mongo_store, "orphan")
+    assert not await create_running(mongo_store, "orphan"), "and then the id is taken"

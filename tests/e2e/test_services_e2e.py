@@ -314,3 +314,30 @@ async def test_rolling_restart_under_load_loses_nothing(cluster: Cluster, tmp_pa
         cluster.processes[name] = replacement
     assert exits == dict.fromkeys(exits, 0), f"SIGTERM exits {exits}\n{cluster.diagnostics()}"
     await assert_all_completed_exactly(cluster, ids)
+
+
+async def test_a_start_for_a_finished_workflow_starts_nothing_new(cluster: Cluster) -> None:
+    """The decider looks for a workflow being started among running executions only (a look for
+    an id that does not exist scans the finished ones on FerretDB); a finished one under the id
+    is found by the create's uniqueness: the commit is lost, the retry reads it, the start is a
+    duplicate and changes nothing."""
+    [workflow_id] = await start_pipelines(cluster, count=1)
+    await assert_all_completed_exactly(cluster, [workflow_id])
+    before = await cluster.store.load_workflow(workflow_id)
+    assert before is not None
+    cluster["decider"].stop()  # a decider that has not just decided it (nothing cached)
+    cluster["decider"].start()
+    await start_pipeline(cluster, 0)  # the same id and input again
+
+    def lost_commit_logged() -> bool:
+        return workflow_id in cluster["decider"].log_path.read_text(errors="replace")
+
+    for _ in range(300):
+        if lost_commit_logged():
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the duplicate start never reached the decider\n" + cluster.diagnostics())
+    after = await cluster.store.load_workflow(workflow_id)
+    assert after is not None and after.version == before.version and after.state == before.state
+    assert len(await cluster.store.list_tasks(workflow_id)) == 3, "the pipeline ran again"

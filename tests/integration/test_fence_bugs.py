@@ -46,8 +46,10 @@ class Frozen:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def load_workflows(self, workflow_ids: Sequence[str]) -> dict[str, WorkflowDocument]:
-        documents = await self._store.load_workflows(workflow_ids)
+    async def load_workflows(
+        self, workflow_ids: Sequence[str], running_only: bool = False
+    ) -> dict[str, WorkflowDocument]:
+        documents = await self._store.load_workflows(workflow_ids, running_only)
         self.read.set()
         return documents
 
