@@ -34,6 +34,7 @@ from shared.ports.store import Commit
 log = logging.getLogger(__name__)
 
 FENCE_PRUNE_BATCH = 10_000
+PRUNE_LOOKUPS_AT_ONCE = 20
 
 
 class MongoCommits(MongoParts):
@@ -301,7 +302,12 @@ class MongoCommits(MongoParts):
         ).to_list()
         if not old:
             return
-        versions = await self.stored_versions(sorted({record["workflowId"] for record in old}))
+        # A batch of lookups at a time: thousands at once starved the decider of connections
+        # (seen in the soak: its commits timed out while the prune looked up 1,000 workflows).
+        versions: dict[str, int] = {}
+        ids = sorted({record["workflowId"] for record in old})
+        for start in range(0, len(ids), PRUNE_LOOKUPS_AT_ONCE):
+            versions.update(await self.stored_versions(ids[start : start + PRUNE_LOOKUPS_AT_ONCE]))
         doomed = [r["_id"] for r in old if r["version"] < versions.get(r["workflowId"], r["version"] + 1)]
         if doomed:
             await self._commits.delete_many({"_id": {"$in": doomed}})
