@@ -603,6 +603,14 @@ def _config_data(resources: list[dict[str, Any]], kind: str, name: str) -> dict[
     return data
 
 
+POD_NAME = "{pod-name}"
+"""Stands for the downward API's metadata.name until `localize` gives each replica its own."""
+CONTAINER_HOST = "{hostname}"
+"""Cairn's placeholder for the container's host name (CAIRN_INSTANCE_ID in compose): every
+container has its own, while the processes here share this machine's, so `localize` puts in
+the replica's name as docker would put in the container's."""
+
+
 def _k8s_env(container: dict[str, Any], resources: list[dict[str, Any]]) -> dict[str, str]:
     """envFrom in order, then env (which wins), as the kubelet builds a container's environment."""
     env: dict[str, str] = {}
@@ -620,6 +628,10 @@ def _k8s_env(container: dict[str, Any], resources: list[dict[str, Any]]) -> dict
         if "configMapKeyRef" in reference:
             ref = reference["configMapKeyRef"]
             env[variable["name"]] = _config_data(resources, "ConfigMap", ref["name"])[ref["key"]]
+        elif "fieldRef" in reference:
+            path = reference["fieldRef"]["fieldPath"]
+            assert path == "metadata.name", f"{variable['name']}: only the pod name is run here, not {path}"
+            env[variable["name"]] = POD_NAME  # each replica's own, filled in by `localize`
         else:
             ref = reference["secretKeyRef"]
             env[variable["name"]] = _config_data(resources, "Secret", ref["name"])[ref["key"]]
@@ -828,7 +840,10 @@ def localize(
             env["CAIRN_API_HOST"] = "127.0.0.1"
         for replica in spec.replica_names():
             ports: dict[int, int] = {}
-            replica_env = dict(env)
+            replica_env = {
+                key: value.replace(POD_NAME, replica).replace(CONTAINER_HOST, replica)
+                for key, value in env.items()
+            }
             if spec.ports:
                 ports[port] = free_port()
                 replica_env["CAIRN_API_PORT"] = str(ports[port])
