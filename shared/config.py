@@ -82,8 +82,10 @@ class CairnSettings(BaseSettings):
     mongo_fence_retention_s: float = Field(
         600.0,
         gt=0,
-        description="How long MongoDB keeps a commit's fence record once its document has moved past it "
-        "(the newest fence of a workflow is always kept).",
+        description="How long MongoDB keeps a commit's fence record: fences go to buckets this wide by "
+        "the time of the version they are based on, dropped whole once no commit can reach them (an "
+        "unmaterialised newest commit is rolled forward first); every decider must use the same value "
+        '(docs/architecture.md, "Fences in time buckets").',
     )
     topic_prefix: str = Field("cairn.", description="Prefix of every topic name.")
     decider_max_batch: int = Field(200, description="Messages the decider takes per batch.")

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.api.conductor import error_json
 from services.api.context import ApiError
+from services.api.dispatch import TooManyTaskTypesError
 from shared.core.validation import format_location
 
 log = logging.getLogger("cairn.api")
@@ -44,6 +45,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
         return _answer(error.status, error.message, error.problems, error.headers, error.error)
+
+    @app.exception_handler(TooManyTaskTypesError)
+    async def too_many_task_types(request: Request, error: TooManyTaskTypesError) -> JSONResponse:
+        """The hand-out's bound on task types polled at once (CAIRN_API_MAX_POLLED_TASK_TYPES)."""
+        problems = [("taskType", "too many task types polled at once")]
+        return _answer(429, str(error), problems, {"Retry-After": str(error.retry_after_s)})
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -15,7 +15,6 @@ from pydantic import Field, field_validator
 from services.api.auth import Caller, ensure_may_work_on
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
-from services.api.dispatch import TooManyTaskTypesError
 from services.api.handout import HandOut, HandOutResponse
 from services.api.views import load_executions
 from shared import telemetry
@@ -115,15 +114,7 @@ async def _poll(
     timeout_s: float,
     gone: Callable[[], Awaitable[bool]] | None = None,
 ) -> HandOut:
-    try:
-        return await ctx.dispatcher.poll(task_type, worker_id, count, timeout_s, gone=gone)
-    except TooManyTaskTypesError as error:
-        raise ApiError(
-            429,
-            str(error),
-            [("taskType", "too many task types polled at once")],
-            headers={"Retry-After": str(error.retry_after_s)},
-        ) from None
+    return await ctx.dispatcher.poll(task_type, worker_id, count, timeout_s, gone=gone)
 
 
 def _one(hand_out: HandOut) -> Response:

@@ -324,7 +324,9 @@ class DeciderHandler:
                 for task in decision.tasks
                 if task.status.is_terminal
             ]
-            plan.commit = Commit(committed, document.version, tasks, read_at=now)
+            plan.commit = Commit(
+                committed, document.version, tasks, read_at=now, base_updated_at=document.updated_at
+            )
             return plan
 
     async def _decide(self, document: WorkflowDocument, events: list[DeciderInbound], now: int) -> Decision:

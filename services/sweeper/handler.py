@@ -40,7 +40,8 @@ purged_total = telemetry.meter("cairn.sweeper").create_counter(
 )
 HOUSEKEEPING_INTERVAL_MS = 60_000
 PURGE_BATCH = 500
-PURGE_BATCHES_PER_PASS = 20  # at most 10,000 executions a minute: the rest waits for the next pass
+PURGE_BATCHES_PER_PASS = 20  # at most 10,000 executions a pass: the rest waits for the next one
+PURGE_INTERVAL_MS = 3_600_000
 
 
 class Sweeper:
@@ -70,6 +71,8 @@ class Sweeper:
         self.housekeeping_interval_ms = housekeeping_interval_ms
         self._last_stale_scan = 0
         self._last_housekeeping = 0
+        self._last_purge = 0
+        self._purge_backlog = False
         self._cursor: tuple[int, str] | None = None
         """Where the last scan of overdue workflows stopped: the next one goes on from there, so
         past `limit` of them every one is still reached (the cursor wraps at the end)."""
@@ -99,14 +102,24 @@ class Sweeper:
         return ids
 
     async def purge(self, now: int) -> int:
-        """Purge finished executions past the retention, up to a bound per pass; the count."""
+        """Purge finished executions past the retention, up to a bound per pass; the count.
+
+        The search for them scans `finished` on FerretDB, so it runs at most every tenth of the
+        retention (hourly at the default 30 days) — unless the last pass stopped at its bound."""
         if self.retention_ms <= 0:
             return 0
+        if not self._purge_backlog and now - self._last_purge < min(
+            PURGE_INTERVAL_MS, self.retention_ms // 10
+        ):
+            return 0
+        self._last_purge = now
         purged = 0
+        self._purge_backlog = True
         for _ in range(PURGE_BATCHES_PER_PASS):
             batch = await self.store.purge_finished(now - self.retention_ms, PURGE_BATCH)
             purged += len(batch)
             if len(batch) < PURGE_BATCH:
+                self._purge_backlog = False
                 break
         if purged:
             purged_total.add(purged)

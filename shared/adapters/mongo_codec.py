@@ -164,8 +164,13 @@ class SnapshotCache:
         return definition
 
 
-def fence_id(workflow_id: str, version: int) -> str:
-    return f"{workflow_id}#{version}"
+def fence_id(workflow_id: str, version: int, base_updated_at: int | None) -> str:
+    """`W#v` qualified by the updated time of the version it is based on, which every rival for
+    `v` shares: an execution removed and created again under its id (fences of removed
+    executions expire with their bucket, `mongo_fences`) never meets the old one's fences."""
+    if base_updated_at is None:
+        return f"{workflow_id}#{version}"
+    return f"{workflow_id}#{version}@{base_updated_at}"
 
 
 def timer_claim_id(timer_id: str, replaces: int) -> str:
@@ -199,6 +204,7 @@ class MongoParts:
     _atomic_updates: bool
     _fence_retention_ms: int
     _fences_pruned_at: int = 0
+    _ids_registered: bool = False
 
     async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
         """Insert first (cheap everywhere); overwrite only the ids that already existed."""

@@ -1,27 +1,26 @@
 """The MongoDB adapter's commit point, and where a committed workflow document lives.
 
 Fences (docs/architecture.md, "Fenced commits"): a commit of version v+1 is the insert of
-`{_id: "<workflowId>#<v+1>"}` into `workflow_commits`, carrying the whole new document and its
-task records; exactly one writer can insert it. The document is then materialised as the read
-model: into `workflows` while the execution runs, into `finished` once it has ended (inserted
-there first, then deleted from `workflows`: see `MongoParts`). A document that comes back to life
-from `finished` (a later issue's restart) moves back the same way round.
+`{_id: "<workflowId>#<v+1>"}` into the fence collection of its base version (`mongo_fences`),
+carrying the whole new document and its task records; exactly one writer can insert it. The
+document is then materialised as the read model: into `workflows` while the execution runs,
+into `finished` once it has ended (inserted there first, then deleted from `workflows`: see
+`MongoParts`). A document that comes back to life from `finished` (a later issue's restart)
+moves back the same way round.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pymongo import DESCENDING, ReplaceOne
+from pymongo import ReplaceOne
 
 from shared.adapters.mongo_codec import (
     FINISHED_STATUSES,
-    MongoParts,
     fence_id,
     insert_all,
     is_finished,
@@ -29,15 +28,13 @@ from shared.adapters.mongo_codec import (
     task_to_mongo,
     workflow_to_mongo,
 )
+from shared.adapters.mongo_fences import MongoFences
 from shared.ports.store import Commit
 
 log = logging.getLogger(__name__)
 
-FENCE_PRUNE_BATCH = 10_000
-PRUNE_LOOKUPS_AT_ONCE = 20
 
-
-class MongoCommits(MongoParts):
+class MongoCommits(MongoFences):
     async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
         """Group commit: four round-trip levels for the whole batch, whatever its size.
 
@@ -63,6 +60,8 @@ class MongoCommits(MongoParts):
                 raise ValueError("commit: document.version must be expected_version + 1")
         snapshot_ids = await self._snapshots.store([commit.document.definition for commit in commits])
         data = [workflow_to_mongo(c.document, sid) for c, sid in zip(commits, snapshot_ids, strict=True)]
+        for one in data:  # which commit made the stored version: rivals' share version and times
+            one["commitId"] = uuid.uuid4().hex
         markers = [
             {
                 "_id": f"{c.document.workflow_id}#{c.document.version}#{uuid.uuid4().hex}",
@@ -84,20 +83,18 @@ class MongoCommits(MongoParts):
         )
         # 2. the commit point: create new documents, insert fences (with the records) for updated
         # ones, and read the stored versions (by _id, the one lookup FerretDB indexes).
-        fences = [
-            {
-                **data[i],
-                "_id": fence_id(data[i]["_id"], data[i]["version"]),
-                "records": [task_to_mongo(task) for task in commits[i].tasks],
-            }
-            for i in updates
-        ]
-        late = [i for i in updates if self._read_long_ago(commits[i])]
+        homes: dict[int, Any] = {}
+        fences = {i: self._fence_of(commits[i]) for i in updates}
+        late: list[int] = []
+        for i in updates:
+            homes[i], always_read = self.fence_home(commits[i])
+            if always_read or self._read_long_ago(commits[i]):
+                late.append(i)
         creates_allowed = await self._claim_ids(creates, data)
         created, fenced, stored = await asyncio.gather(
             insert_all(self._workflows, [data[i] for i in creates_allowed]),
-            insert_all(self._commits, fences),
-            self.stored_versions([data[i]["_id"] for i in late]),
+            self._insert_fences(updates, homes, fences, commits, data),
+            self.find_current([data[i]["_id"] for i in late], {"version": 1, "commitId": 1}),
         )
         won = [False] * len(commits)
         for i, ok in zip(creates_allowed, created, strict=True):
@@ -107,16 +104,13 @@ class MongoCommits(MongoParts):
         for i, ok in zip(updates, fenced, strict=True):
             if not ok:
                 continue
-            if i not in late or stored.get(data[i]["_id"]) in (
-                commits[i].expected_version,
-                data[i]["version"],
-            ):
+            if i not in late or self._still_ours(stored.get(data[i]["_id"]), commits[i], data[i]):
                 winners.append(i)
             else:  # the document moved on (or is gone) behind this decider's back
                 stale.append(i)
         # 3. materialise: the winners' task records, then the read model.
         await self.upsert_tasks([task for i in winners for task in commits[i].tasks])
-        for i in await self._materialise(winners, data):
+        for i in await self._materialise(winners, data, (homes, fences)):
             won[i] = True
         born_finished = [data[i] for i in creates_allowed if won[i] and is_finished(data[i])]
         if born_finished:
@@ -125,16 +119,50 @@ class MongoCommits(MongoParts):
             log.warning(
                 "stale commits refused: %s", [f"{data[i]['_id']}#{data[i]['version']}" for i in stale]
             )
-            await self._commits.delete_many(
-                {"_id": {"$in": [fence_id(data[i]["_id"], data[i]["version"]) for i in stale]}}
-            )
+            for i in stale:
+                await homes[i].delete_one({"_id": fences[i]})
         for i, ok in zip(updates, fenced, strict=True):
             if not ok:
-                await self._roll_forward(data[i]["_id"])
+                await self._roll_forward(homes[i], fences[i])
         lost_markers = [m["_id"] for m, ok in zip(markers, won, strict=True) if m is not None and not ok]
         if lost_markers:
             await self._outbox_pending.delete_many({"_id": {"$in": lost_markers}})
         return won
+
+    async def _insert_fences(
+        self,
+        updates: list[int],
+        homes: dict[int, Any],
+        fences: dict[int, str],
+        commits: Sequence[Commit],
+        data: list[dict[str, Any]],
+    ) -> list[bool]:
+        """Insert the updates' fences, one insert per fence collection; result i: update i's."""
+        by_home: dict[str, list[int]] = {}
+        for i in updates:
+            by_home.setdefault(homes[i].name, []).append(i)
+        results = await asyncio.gather(
+            *(
+                insert_all(
+                    homes[members[0]],
+                    [
+                        {
+                            **data[i],
+                            "_id": fences[i],
+                            "records": [task_to_mongo(task) for task in commits[i].tasks],
+                        }
+                        for i in members
+                    ],
+                )
+                for members in by_home.values()
+            )
+        )
+        won = {
+            i: ok
+            for members, oks in zip(by_home.values(), results, strict=True)
+            for i, ok in zip(members, oks, strict=True)
+        }
+        return [won[i] for i in updates]
 
     async def _claim_ids(self, creates: list[int], data: list[dict[str, Any]]) -> list[int]:
         """The creates whose id is new: inserted into `workflow_ids`, or found there with no
@@ -144,6 +172,17 @@ class MongoCommits(MongoParts):
         existing = await self.find_current([data[i]["_id"] for i in taken], {"_id": 1}) if taken else {}
         return [i for i, ok in zip(creates, inserted, strict=True) if ok or data[i]["_id"] not in existing]
 
+    @staticmethod
+    def _still_ours(stored: dict[str, Any] | None, commit: Commit, data: dict[str, Any]) -> bool:
+        """A checked commit stands if the stored document is still at its base version, or is
+        this very commit (rolled forward by a rival between the fence insert and the read) —
+        not merely at its version: that one may be a rival's whose fence went with its bucket."""
+        if stored is None:
+            return False
+        if stored["version"] == commit.expected_version:
+            return True
+        return stored["version"] == data["version"] and stored.get("commitId") == data["commitId"]
+
     def _read_long_ago(self, commit: Commit) -> bool:
         """Whether a commit's base was read so long ago that the fence of its next version may
         have been pruned since: a fence is kept at least `fence_retention` after it was written,
@@ -151,7 +190,7 @@ class MongoCommits(MongoParts):
         the sweeper's housekeeping) is fenced by the insert alone and needs no version read."""
         if commit.read_at is None:
             return True
-        return time.time() * 1000 - commit.read_at > self._fence_retention_ms / 2
+        return self._wall_clock_ms() - commit.read_at > self._fence_retention_ms / 2
 
     def _materialise_filter(self, data: dict[str, Any]) -> dict[str, Any]:
         """Never replace a newer version — where the server can check that cheaply and atomically.
@@ -164,7 +203,9 @@ class MongoCommits(MongoParts):
             return {"_id": data["_id"], "version": {"$lt": data["version"]}}
         return {"_id": data["_id"]}
 
-    async def _materialise(self, winners: list[int], data: list[dict[str, Any]]) -> list[int]:
+    async def _materialise(
+        self, winners: list[int], data: list[dict[str, Any]], fenced: tuple[dict[int, Any], dict[int, str]]
+    ) -> list[int]:
         """Make each winner's document the read model; returns the winners that stand."""
         running = [i for i in winners if not is_finished(data[i])]
         ending = [i for i in winners if is_finished(data[i])]
@@ -173,7 +214,9 @@ class MongoCommits(MongoParts):
             result = await self._workflows.bulk_write(
                 [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in running], ordered=False
             )
-            kept += running if result.matched_count == len(running) else await self._keep(running, data)
+            kept += (
+                running if result.matched_count == len(running) else await self._keep(running, data, fenced)
+            )
         if ending:
             placed = await self._retire([data[i] for i in ending])
             kept += [i for i, ok in zip(ending, placed, strict=True) if ok]
@@ -183,10 +226,7 @@ class MongoCommits(MongoParts):
         """Move finished documents to `finished`: insert there (replace, never by an older version,
         when it finished before: a late event, a roll-forward), then delete from `workflows`.
         Result i: document i is the read model now (False: a newer version is)."""
-        inserted, _ = await asyncio.gather(
-            insert_all(self._finished, documents),
-            insert_all(self._ids, [{"_id": d["_id"]} for d in documents]),  # created before the ids
-        )
+        inserted = await insert_all(self._finished, documents)
         placed = list(inserted)
         again = [i for i, ok in enumerate(inserted) if not ok]
         if again:  # rare: a finished execution committed again (FerretDB scans `finished` here)
@@ -212,8 +252,16 @@ class MongoCommits(MongoParts):
         return placed
 
     async def _retire_stragglers(self, limit: int = 1_000) -> None:
-        """Finished documents still in `workflows` (stored before `finished` existed), a batch
-        at a time: one scan of `workflows` on FerretDB, which is small once they are gone."""
+        """Upkeep for documents stored before `finished` and `workflow_ids` existed: once per
+        process, register the ids of the executions in `workflows` (a create claims its id, so
+        only those can lack one; without it, their id could be created again once they finished);
+        then move finished documents still in `workflows` to `finished`, a batch at a time (one
+        scan of `workflows` on FerretDB, which is small once they are gone)."""
+        if not self._ids_registered:
+            running = [data["_id"] async for data in self._workflows.find({}, {"_id": 1})]
+            for at in range(0, len(running), 1_000):
+                await insert_all(self._ids, [{"_id": w} for w in running[at : at + 1_000]])
+            self._ids_registered = True
         found = await self._workflows.find(
             {"status": {"$in": list(FINISHED_STATUSES)}}, limit=limit
         ).to_list()
@@ -228,7 +276,9 @@ class MongoCommits(MongoParts):
             await self._finished.delete_one({"_id": document["_id"], "version": {"$lt": document["version"]}})
         return inserted
 
-    async def _keep(self, running: list[int], data: list[dict[str, Any]]) -> list[int]:
+    async def _keep(
+        self, running: list[int], data: list[dict[str, Any]], fenced: tuple[dict[int, Any], dict[int, str]]
+    ) -> list[int]:
         """The running winners whose replace matched nothing: one at this very version was rolled
         forward by a rival (a win); one past it was built on by a rival that rolled this commit
         forward — reported lost, which is safe: the reload finds these events applied and the
@@ -251,17 +301,25 @@ class MongoCommits(MongoParts):
                 if await self._revive(data[i]):
                     kept.append(i)
             elif workflow_id not in cold_versions:
-                await self._commits.delete_one({"_id": fence_id(workflow_id, version)})
+                homes, fences = fenced
+                await homes[i].delete_one({"_id": fences[i]})
         return kept
 
-    async def _roll_forward(self, workflow_id: str) -> None:
-        """Someone committed a version the document does not show yet: write its task records,
-        then materialise it where it belongs."""
-        newest = await self._commits.find_one({"workflowId": workflow_id}, sort=[("version", DESCENDING)])
+    @staticmethod
+    def _fence_of(commit: Commit) -> str:
+        document = commit.document
+        return fence_id(document.workflow_id, document.version, commit.base_updated_at)
+
+    async def _roll_forward(self, collection: Any, fence: str) -> None:
+        """Someone committed the version of `fence` (in `collection`: an insert collided with
+        it, or a bucket's pass found it) and the document does not show it yet: write its task
+        records, then materialise it where it belongs. Found by `_id`, the lookup FerretDB
+        indexes; a newer unmaterialised commit is met by the next attempt's fence."""
+        newest = await collection.find_one({"_id": fence})
         if newest is None:
             return
         records = newest.pop("records", [])
-        newest["_id"] = workflow_id
+        workflow_id = newest["_id"] = newest["workflowId"]
         current = (await self.stored_versions([workflow_id])).get(workflow_id)
         if current is None or current >= newest["version"]:
             return
@@ -276,38 +334,14 @@ class MongoCommits(MongoParts):
 
     async def remove_workflow(self, workflow_id: str) -> bool:
         """The read model goes last: while it exists, a concurrent reader still sees a whole
-        execution; fences go too, so a roll-forward cannot bring the execution back."""
+        execution. Its fences in buckets go with their bucket: a roll-forward finds no document
+        to bring back, and a commit onto a removed execution is undone (`_keep`)."""
         await self._tasks.delete_many({"workflowInstanceId": workflow_id})
         await self._outbox_pending.delete_many({"workflowId": workflow_id})
-        await self._commits.delete_many({"workflowId": workflow_id})
+        await self._commits.delete_many({"workflowId": workflow_id})  # `late`; buckets expire
         finished, running, _ = await asyncio.gather(
             self._finished.delete_one({"_id": workflow_id}),
             self._workflows.delete_one({"_id": workflow_id}),
             self._ids.delete_one({"_id": workflow_id}),
         )
         return bool(finished.deleted_count or running.deleted_count)
-
-    async def _prune_fences(self, now: int) -> None:
-        """Fences older than the retention, but only those below their document's version: the
-        newest fence of a workflow whose materialisation was lost must stay for the roll-forward.
-        (A decider frozen longer than the retention no longer relies on fences: its commit is
-        refused by the version read at the commit point.)"""
-        if now - self._fences_pruned_at < self._fence_retention_ms / 2:
-            return  # a fence becomes prunable only after the retention: no need to look more often
-        self._fences_pruned_at = now
-        old = await self._commits.find(
-            {"updatedAt": {"$lt": now - self._fence_retention_ms}},
-            {"workflowId": 1, "version": 1},
-            limit=FENCE_PRUNE_BATCH,
-        ).to_list()
-        if not old:
-            return
-        # A batch of lookups at a time: thousands at once starved the decider of connections
-        # (seen in the soak: its commits timed out while the prune looked up 1,000 workflows).
-        versions: dict[str, int] = {}
-        ids = sorted({record["workflowId"] for record in old})
-        for start in range(0, len(ids), PRUNE_LOOKUPS_AT_ONCE):
-            versions.update(await self.stored_versions(ids[start : start + PRUNE_LOOKUPS_AT_ONCE]))
-        doomed = [r["_id"] for r in old if r["version"] < versions.get(r["workflowId"], r["version"] + 1)]
-        if doomed:
-            await self._commits.delete_many({"_id": {"$in": doomed}})

@@ -76,7 +76,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
             url, tz_aware=True, timeoutMS=timeout_ms, **client_options
         )
-        db = self._client[database]
+        db = self._db = self._client[database]
         self._workflows = db["workflows"]
         self._finished = db["workflows_finished"]
         self._ids = db["workflow_ids"]
@@ -181,6 +181,8 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
     async def load_workflows(
         self, workflow_ids: Sequence[str], running_only: bool = False
     ) -> dict[str, WorkflowDocument]:
+        if not workflow_ids:  # a batch with no starts (or only starts): no `$in []` query (a scan)
+            return {}
         documents, unsent = await asyncio.gather(
             self.find_current(workflow_ids, running_only=running_only), self._unsent_outboxes(workflow_ids)
         )

@@ -31,6 +31,10 @@ class Commit:
     cache of its own commits, at most 30 s before). A commit made long after its read — a decider
     frozen between the two — gets a version check of its own on MongoDB (its fence may be gone);
     None always gets it."""
+    base_updated_at: int | None = None
+    """`updated_at` of the version the decision is based on (`expected_version`), which every
+    rival for the next version shares: the MongoDB adapter files the commit's fence by it
+    (shared/adapters/mongo_fences.py). None: the commit is fenced as a late one."""
 
 
 @dataclass(frozen=True)

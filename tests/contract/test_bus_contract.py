@@ -20,6 +20,7 @@ from shared.messaging import PoisonMessageError, dead_letter, parse
 from shared.models.messages import DECIDER_INBOUND, StartWorkflow
 from shared.ports.bus import Bus, Outgoing, Received
 from shared.topics import Topics
+from tests.waiting import eventually
 
 ADAPTERS = [pytest.param("kafka", marks=pytest.mark.integration), "embedded"]
 
@@ -75,14 +76,6 @@ async def producer(make_bus: Callable[[], Bus], buses: list[Bus], topics: Topics
     buses.append(bus)
     await bus.ensure_topics([topics.task_result])
     return bus
-
-
-async def eventually(check: Callable[[], bool], within_s: float = 45.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 def msg(topic: str, key: str, n: int) -> Outgoing:

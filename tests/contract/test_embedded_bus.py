@@ -19,6 +19,7 @@ import pytest
 
 from shared.adapters.embedded_bus import EmbeddedBus
 from shared.ports.bus import Outgoing, Received
+from tests.waiting import eventually
 
 TOPIC = "t.work"
 
@@ -44,14 +45,6 @@ def make_bus(db_path: str, buses: list[EmbeddedBus]) -> Callable[..., EmbeddedBu
         return bus
 
     return make
-
-
-async def eventually(check: Callable[[], bool], within_s: float = 45.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 def msg(key: str, n: int, topic: str = TOPIC) -> Outgoing:

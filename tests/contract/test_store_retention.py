@@ -17,23 +17,14 @@ from shared.models.runtime import TaskState, TaskStatus, WorkflowState, Workflow
 from shared.ports.bus import Outgoing
 from shared.ports.store import Commit, Store, commit_one
 from shared.topics import Topics
+from tests.contract.test_store_contract import task
 
 NOW = 1_800_000_000_000
 DAY = 86_400_000
 
 
 def record(workflow_id: str, n: int, status: TaskStatus = TaskStatus.COMPLETED) -> TaskState:
-    return TaskState(
-        task_id=f"{workflow_id}-t{n}",
-        task_type="work",
-        kind="SIMPLE",
-        task_def_name="work",
-        reference_task_name=f"r{n}",
-        workflow_instance_id=workflow_id,
-        workflow_type="w",
-        status=status,
-        seq=n,
-    )
+    return task(f"{workflow_id}-t{n}", n, workflow_id, status)
 
 
 def doc(
@@ -221,3 +212,41 @@ async def test_mongo_an_id_left_by_a_create_that_died_is_taken(mongo_store: Mong
     await mongo_store._ids.insert_one({"_id": "orphan"})
     assert await create_running(mongo_store, "orphan")
     assert not await create_running(mongo_store, "orphan"), "and then the id is taken"
+
+
+@pytest.mark.integration
+async def test_mongo_an_execution_stored_before_the_id_registry_keeps_its_id(mongo_store: MongoStore) -> None:
+    """A running execution written before `workflow_ids` existed has no id record; the first
+    housekeeping registers it, so once it has finished its id cannot be created again."""
+    store = mongo_store
+    assert await create_running(store, "old-timer")
+    await store._ids.delete_one({"_id": "old-timer"})  # as an earlier version stored it
+    await store.housekeeping(NOW)
+    assert await store._ids.count_documents({"_id": "old-timer"}) == 1
+    assert await commit_one(store, doc("old-timer", 2, WorkflowStatus.COMPLETED, NOW), 1)
+    assert not await create_running(store, "old-timer"), "a finished execution's id was created again"
+
+
+async def test_the_sweeper_searches_for_purges_hourly_not_every_housekeeping(store: Store) -> None:
+    """The search scans `finished` on FerretDB: a 30-day retention looks once an hour."""
+    clock = [NOW]
+    sweeper = Sweeper(
+        store,
+        NoBus(),
+        Topics(),
+        lambda: clock[0],
+        30_000,
+        365 * DAY,
+        365 * DAY,
+        retention_ms=30 * DAY,  # type: ignore[arg-type]
+    )
+    await run_to_end(store, "first", NOW - 31 * DAY, WorkflowStatus.COMPLETED)
+    await sweeper.sweep_once()
+    assert await store.load_workflow("first") is None
+    await run_to_end(store, "second", NOW - 31 * DAY, WorkflowStatus.COMPLETED)
+    clock[0] = NOW + 2 * 60_000  # the next housekeeping, two minutes on: no search
+    await sweeper.sweep_once()
+    assert await store.load_workflow("second") is not None
+    clock[0] = NOW + 3_600_000
+    await sweeper.sweep_once()
+    assert await store.load_workflow("second") is None

@@ -11,7 +11,6 @@ document replaced the newer one: the workflow went back a step and ran a task ag
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from pymongo import AsyncMongoClient
 from shared.models.runtime import TaskStatus, WorkflowStatus
 from tests.e2e.cluster import Cluster, Process, assert_stopped_cleanly
 from tests.e2e.definitions import TASK_DEFS
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -63,14 +63,6 @@ async def cluster(
     assert_stopped_cleanly(await cluster.stop(), cluster.diagnostics)
 
 
-async def eventually(check: Any, what: str, cluster: Cluster, within_s: float = 90) -> None:
-    for _ in range(int(within_s / 0.2)):
-        if await check():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"never: {what}\n" + cluster.diagnostics())
-
-
 def process_state(process: Process) -> str:
     assert process.popen is not None
     return Path(f"/proc/{process.popen.pid}/stat").read_text().split(")")[-1].split()[0]
@@ -91,7 +83,7 @@ async def test_a_decider_frozen_past_the_fence_lifetime_cannot_commit_over_newer
     async def waiting_on(ref: str) -> bool:
         return await task_status(ref) is TaskStatus.IN_PROGRESS
 
-    await eventually(lambda: waiting_on("a"), "the first WAIT is in progress", cluster)
+    await until("the first WAIT is in progress", lambda: waiting_on("a"), cluster, within_s=90)
     read = await cluster.store.load_workflow(workflow_id)
     assert read is not None
     stale_version = read.version + 1  # what the frozen decider will try to write
@@ -100,21 +92,29 @@ async def test_a_decider_frozen_past_the_fence_lifetime_cannot_commit_over_newer
     async def frozen() -> bool:
         return process_state(cluster["decider"]) == "T"
 
-    await eventually(frozen, "the decider froze before its commit", cluster, within_s=30)
+    await until("the decider froze before its commit", frozen, cluster, within_s=30)
     # A second decider takes the partitions over once the frozen one's session runs out.
     cluster.add("decider-2", ["run", "decider"]).start()
-    await eventually(lambda: waiting_on("b"), "the second decider moved the workflow on", cluster)
+    await until("the second decider moved the workflow on", lambda: waiting_on("b"), cluster, within_s=90)
     before = await cluster.store.load_workflow(workflow_id)
     assert before is not None and before.version > stale_version
 
     mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(cluster.env["CAIRN_MONGO_URL"])
-    fences = mongo[cluster.database]["workflow_commits"]
+    database = mongo[cluster.database]
     try:
 
         async def fence_pruned() -> bool:
-            return await fences.find_one({"_id": f"{workflow_id}#{stale_version}"}) is None
+            # Fences live in time buckets and `late` (shared/adapters/mongo_fences.py).
+            for name in await database.list_collection_names():
+                if name.startswith("workflow_commits"):
+                    fence = {"workflowId": workflow_id, "version": stale_version}
+                    if await database[name].find_one(fence) is not None:
+                        return False
+            return True
 
-        await eventually(fence_pruned, "the fence of the frozen decider's version was pruned", cluster)
+        await until(
+            "the fence of the frozen decider's version was pruned", fence_pruned, cluster, within_s=90
+        )
     finally:
         await mongo.close()
 
@@ -123,7 +123,7 @@ async def test_a_decider_frozen_past_the_fence_lifetime_cannot_commit_over_newer
     async def refused() -> bool:
         return "stale commits refused" in cluster["decider"].log_path.read_text(errors="replace")
 
-    await eventually(refused, "the resumed decider's commit was refused", cluster, within_s=30)
+    await until("the resumed decider's commit was refused", refused, cluster, within_s=30)
     after = await cluster.store.load_workflow(workflow_id)
     assert after is not None and after.version >= before.version, "the workflow went back a version"
     assert after.state.tasks["fmt"].status is TaskStatus.COMPLETED

@@ -34,6 +34,7 @@ from tests.e2e.cluster import Cluster
 from tests.e2e.definitions import PIPELINE, TASK_DEFS
 from tests.e2e.private_servers import PrivateServers
 from tests.e2e.test_services_e2e import assert_all_completed_exactly
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -98,15 +99,6 @@ async def steps_done(cluster: Cluster, ids: list[str]) -> Counter[int]:
     )
 
 
-async def eventually(
-    what: str, check: Callable[[], Awaitable[bool]], cluster: Cluster, within_s: float = 60
-) -> None:
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, f"{what}: not within {within_s:.0f} s\n{cluster.diagnostics()}"
-        await asyncio.sleep(0.1)
-
-
 async def run_until_mid_workflow(cluster: Cluster) -> list[str]:
     """Two waves of pipelines, returned once the second wave is under way (see the module doc)."""
     await cluster.register(*TASK_DEFS, PIPELINE)
@@ -115,7 +107,7 @@ async def run_until_mid_workflow(cluster: Cluster) -> list[str]:
     async def first_wave_completing() -> bool:
         return await cluster.count_completed(first) >= 5
 
-    await eventually("5 first-wave workflows completed", first_wave_completing, cluster)
+    await until("5 first-wave workflows completed", first_wave_completing, cluster)
     # Spread over about one pipeline's run (~0.3-0.5 s on Kafka): with a longer spread the early
     # starts finish before the kill (seen: 26 of 30 done once the decider got faster).
     second = await start_wave(cluster, WAVE, WAVE, gap_s=0.03)
@@ -123,7 +115,7 @@ async def run_until_mid_workflow(cluster: Cluster) -> list[str]:
     async def second_wave_under_way() -> bool:
         return max(await steps_done(cluster, second)) >= 1
 
-    await eventually("a second-wave workflow finished its first step", second_wave_under_way, cluster)
+    await until("a second-wave workflow finished its first step", second_wave_under_way, cluster)
     return first + second
 
 
@@ -204,7 +196,7 @@ async def test_kafka_broker_killed_mid_workflow_resumes_nothing_lost(
     async def resumed() -> bool:
         return await commits(cluster, ids) > settled
 
-    await eventually("progress after Kafka came back", resumed, cluster, RESUME_WITHIN_S)
+    await until("progress after Kafka came back", resumed, cluster, RESUME_WITHIN_S)
     resumed_at = time.monotonic()
     await cluster.wait_for(ids, within_s=FINISH_WITHIN_S)
     await assert_all_completed_exactly(cluster, ids)
@@ -274,7 +266,7 @@ async def test_mongo_server_killed_mid_workflow_services_retry_and_resume(
         async def resumed() -> bool:
             return len(published) > settled
 
-        await eventually("progress after the store came back", resumed, cluster, RESUME_WITHIN_S)
+        await until("progress after the store came back", resumed, cluster, RESUME_WITHIN_S)
         resumed_at = time.monotonic()
         await cluster.wait_for(ids, within_s=FINISH_WITHIN_S)
         await assert_all_completed_exactly(cluster, ids)

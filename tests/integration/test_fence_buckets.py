@@ -1,0 +1,148 @@
+"""MongoDB fences in time buckets (shared/adapters/mongo_fences.py), on a real MongoDB-protocol
+server: every rival for a version meets in one collection, a lost read-model write is never lost
+with its bucket, and a commit on an old base is fenced late and version-checked.
+
+The adapter's wall clock is pinned (`_wall_clock_ms`) so the bucket rules can be walked through
+without waiting: the decider's clock (`NOW`) writes the documents' times, as in production."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.decider.handler import DeciderHandler
+from shared.adapters.embedded_bus import EmbeddedBus
+from shared.adapters.mongo_fences import BUCKET_PREFIX
+from shared.models.documents import WorkflowDocument
+from shared.models.runtime import TaskStatus
+from shared.ports.store import Commit
+from shared.topics import Topics
+from tests.integration.test_decider_races import NOW, received
+from tests.integration.test_fence_bugs import result, started
+
+pytestmark = pytest.mark.integration
+
+RETENTION_MS = 600_000  # the adapter's default fence retention; a bucket is as wide
+BUCKET_START = NOW - NOW % RETENTION_MS
+BUCKET_END = BUCKET_START + RETENTION_MS
+
+
+@pytest.fixture
+async def bus(tmp_path: Path) -> AsyncIterator[EmbeddedBus]:
+    bus = EmbeddedBus(str(tmp_path / "bus.db"))
+    yield bus
+    await bus.stop()
+
+
+def pin_clock(store: Any, at_ms: float) -> None:
+    store._wall_clock_ms = lambda: at_ms
+
+
+async def bucket_names(store: Any) -> list[str]:
+    return [name for name in await store._db.list_collection_names() if name.startswith(BUCKET_PREFIX)]
+
+
+async def second_version(
+    store: Any, bus: EmbeddedBus, workflow_id: str
+) -> tuple[WorkflowDocument, dict[str, Any]]:
+    """v1 (as its raw read model) and v2 committed by a decider on it."""
+    topics = Topics()
+    document = await started(store, bus, topics, workflow_id)
+    raw_v1 = await store._workflows.find_one({"_id": workflow_id})
+    await DeciderHandler(store, bus, topics, lambda: NOW + 10).handle_batch(
+        [received(topics, result(document, "add", 3), 1)]
+    )
+    committed = await store.load_workflow(workflow_id)
+    assert committed is not None and committed.version == 2
+    return document, raw_v1
+
+
+def rival(document: WorkflowDocument) -> Commit:
+    """Another decider's commit on the same v1, with nothing in it (it read v1 just now)."""
+    return Commit(
+        document.model_copy(update={"version": 2, "updated_at": NOW + 20}),
+        1,
+        read_at=int(NOW + 15),
+        base_updated_at=document.updated_at,
+    )
+
+
+async def test_rivals_on_one_base_meet_in_its_bucket_and_the_loser_rolls_the_winner_forward(
+    mongo_store: Any, bus: EmbeddedBus
+) -> None:
+    store = mongo_store
+    pin_clock(store, NOW + 100)
+    document, raw_v1 = await second_version(store, bus, "wf-bucket-rival")
+    assert await bucket_names(store) == [f"{BUCKET_PREFIX}{BUCKET_START // 1000}_{RETENTION_MS // 1000}"]
+    assert await store._commits.count_documents({}) == 0, "a recent base's fence went to `late`"
+    # The crash: the winner's read-model write was lost, the read model is v1 as it was.
+    await store._workflows.replace_one({"_id": "wf-bucket-rival"}, raw_v1)
+    assert await store.commit_workflows([rival(document)]) == [False]
+    again = await store.load_workflow("wf-bucket-rival")
+    assert again is not None and again.version == 2
+    assert again.state.tasks["add"].status is TaskStatus.COMPLETED, "the winner was not rolled forward"
+    record = await store.get_task(document.state.tasks["add"].task_id)
+    assert record is not None and record.output_data == {"n": 3}
+
+
+async def test_housekeeping_rolls_the_newest_commit_forward_before_it_drops_the_bucket(
+    mongo_store: Any, bus: EmbeddedBus
+) -> None:
+    store = mongo_store
+    pin_clock(store, NOW + 100)
+    document, raw_v1 = await second_version(store, bus, "wf-bucket-drop")
+    await store._workflows.replace_one({"_id": "wf-bucket-drop"}, raw_v1)  # the lost write
+    # Just before the bucket's last possible commit plus the skew margin: kept.
+    await store.housekeeping(BUCKET_END + RETENTION_MS - 1)
+    assert await bucket_names(store), "the bucket was dropped while a commit could still land there"
+    stale = await store.load_workflow("wf-bucket-drop")
+    assert stale is not None and stale.version == 1
+    await store.housekeeping(BUCKET_END + RETENTION_MS)
+    assert await bucket_names(store) == []
+    after = await store.load_workflow("wf-bucket-drop")
+    assert after is not None and after.version == 2, "the newest commit went with its bucket"
+    assert after.state.tasks["add"].status is TaskStatus.COMPLETED
+    record = await store.get_task(document.state.tasks["add"].task_id)
+    assert record is not None and record.output_data == {"n": 3}
+
+
+async def test_a_commit_on_an_old_base_is_fenced_late_and_always_checks_the_stored_version(
+    mongo_store: Any, bus: EmbeddedBus
+) -> None:
+    store = mongo_store
+    pin_clock(store, NOW + 100)
+    document, _ = await second_version(store, bus, "wf-bucket-late")
+    # The bucket of v1's time is gone (housekeeping, much later); v2 stands in the read model.
+    await store.housekeeping(BUCKET_END + RETENTION_MS)
+    assert await bucket_names(store) == []
+    # A rival that read v1 just now (a read model that was late to show v2), an hour on: its
+    # base is past every live bucket, so its fence is a late one; the stored v2 refuses it.
+    later = BUCKET_END + 3_600_000
+    pin_clock(store, later)
+    stale = Commit(
+        document.model_copy(update={"version": 2, "updated_at": later}),
+        1,
+        read_at=int(later - 5),
+        base_updated_at=document.updated_at,
+    )
+    assert await store.commit_workflows([stale]) == [False], "a late commit overtook the stored version"
+    assert await bucket_names(store) == [], "a late commit recreated a dropped bucket"
+    after = await store.load_workflow("wf-bucket-late")
+    assert after is not None and after.version == 2
+    assert after.state.tasks["add"].status is TaskStatus.COMPLETED
+    # A workflow idle since v2 resumes an hour on: its commit is late too, and wins; a rival for
+    # the same version meets it in `late`.
+    current = await store.load_workflow("wf-bucket-late")
+    assert current is not None
+    resume = Commit(
+        current.model_copy(update={"version": 3, "updated_at": later}),
+        2,
+        read_at=int(later - 5),
+        base_updated_at=current.updated_at,
+    )
+    assert await store.commit_workflows([resume]) == [True]
+    assert await store._commits.count_documents({"workflowId": "wf-bucket-late", "version": 3}) == 1
+    assert await store.commit_workflows([resume]) == [False]
