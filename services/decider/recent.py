@@ -5,6 +5,13 @@ next version exists), the loser is dropped from here and reloaded. A decision th
 has no version check, so when one made on a copy from here refuses events, the handler drops the
 copy and decides again on a fresh read (another replica may have moved the workflow on). Entries
 expire long before the store prunes the fences that make this true (seconds here, minutes there).
+
+Only what may be decided on again soon is kept, and nothing past its time: a finished execution is
+not kept (the events that may still come for it are rare, and a read serves them), and expired
+entries leave at every `put`, not only when their workflow is looked up again. Otherwise every
+execution finished in the last `capacity` stays in memory (10,000 documents, hundreds of MB), and
+the garbage collector's full passes over them grow with it: the embedded soak's throughput fell by
+a fifth over 14 minutes while its cache filled.
 """
 
 from __future__ import annotations
@@ -31,10 +38,25 @@ class RecentDocuments:
         return document
 
     def put(self, document: WorkflowDocument, now: int) -> None:
-        self._entries[document.workflow_id] = (document, now)
-        self._entries.move_to_end(document.workflow_id)
+        if document.state.status.is_terminal:
+            self._entries.pop(document.workflow_id, None)
+        else:
+            self._entries[document.workflow_id] = (document, now)
+            self._entries.move_to_end(document.workflow_id)
+        self._expire(now)
         while len(self._entries) > self._capacity:
             self._entries.popitem(last=False)
+
+    def _expire(self, now: int) -> None:
+        """Entries are in the order they were put, so the expired ones are at the front."""
+        while self._entries:
+            _, (_, cached_at) = next(iter(self._entries.items()))
+            if now - cached_at <= self._ttl_ms:
+                return
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def drop(self, workflow_id: str) -> None:
         self._entries.pop(workflow_id, None)
