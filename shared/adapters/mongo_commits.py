@@ -119,8 +119,7 @@ class MongoCommits(MongoFences):
             log.warning(
                 "stale commits refused: %s", [f"{data[i]['_id']}#{data[i]['version']}" for i in stale]
             )
-            for i in stale:
-                await homes[i].delete_one({"_id": fences[i]})
+            await asyncio.gather(*(homes[i].delete_one({"_id": fences[i]}) for i in stale))
         for i, ok in zip(updates, fenced, strict=True):
             if not ok:
                 await self._roll_forward(homes[i], fences[i])

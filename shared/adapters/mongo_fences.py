@@ -86,14 +86,6 @@ class MongoFences(MongoParts):
                 found.append((start_s * 1000, (start_s + width_s) * 1000, self._db[name]))
         return sorted(found, key=lambda item: item[1])
 
-    async def find_fence(self, workflow_id: str, version: int) -> dict[str, Any] | None:
-        """The fence of one version wherever it is (for tests and diagnostics: scans them all)."""
-        for _, _, bucket in await self._buckets():
-            found = await bucket.find_one({"workflowId": workflow_id, "version": version})
-            if found is not None:
-                return found
-        return await self._commits.find_one({"workflowId": workflow_id, "version": version})
-
     async def _roll_forward(self, collection: Any, fence: str) -> None:
         """Materialise the commit whose fence is `fence`, in `collection` (`MongoCommits`)."""
         raise NotImplementedError
@@ -124,14 +116,13 @@ class MongoFences(MongoParts):
         write was lost; it is repaired only if another event meets its fence while the bucket
         lives, or through its outbox marker."""
         began = time.perf_counter()
-        candidates = {
-            fence_id(data["_id"], data["version"] + 1, data["updatedAt"]): data["_id"]
+        ids = [
+            fence_id(data["_id"], data["version"] + 1, data["updatedAt"])
             async for data in self._workflows.find({}, {"version": 1, "updatedAt": 1})
             if start_ms <= data.get("updatedAt", -1) < end_ms
-        }
+        ]
         looked = time.perf_counter()
         ahead: list[str] = []
-        ids = list(candidates)
         for at in range(0, len(ids), PASS_IDS_AT_ONCE):
             chunk = ids[at : at + PASS_IDS_AT_ONCE]
             ahead += [found["_id"] async for found in bucket.find({"_id": {"$in": chunk}}, {"_id": 1})]

@@ -60,14 +60,24 @@ async def second_version(
     return document, raw_v1
 
 
-def rival(document: WorkflowDocument) -> Commit:
-    """Another decider's commit on the same v1, with nothing in it (it read v1 just now)."""
+def commit_on(base: WorkflowDocument, at: float) -> Commit:
+    """Another decider's commit of `base`'s next version, with nothing in it, read just before
+    `at` (a read model that was late to show the newer version)."""
     return Commit(
-        document.model_copy(update={"version": 2, "updated_at": NOW + 20}),
-        1,
-        read_at=int(NOW + 15),
-        base_updated_at=document.updated_at,
+        base.model_copy(update={"version": base.version + 1, "updated_at": int(at)}),
+        base.version,
+        read_at=int(at - 5),
+        base_updated_at=base.updated_at,
     )
+
+
+async def assert_second_version_stands(store: Any, document: WorkflowDocument, what: str) -> None:
+    """v2 (the decider's result for `add`) is the read model, with its task record."""
+    after = await store.load_workflow(document.workflow_id)
+    assert after is not None and after.version == 2, what
+    assert after.state.tasks["add"].status is TaskStatus.COMPLETED, what
+    record = await store.get_task(document.state.tasks["add"].task_id)
+    assert record is not None and record.output_data == {"n": 3}
 
 
 async def test_rivals_on_one_base_meet_in_its_bucket_and_the_loser_rolls_the_winner_forward(
@@ -80,12 +90,8 @@ async def test_rivals_on_one_base_meet_in_its_bucket_and_the_loser_rolls_the_win
     assert await store._commits.count_documents({}) == 0, "a recent base's fence went to `late`"
     # The crash: the winner's read-model write was lost, the read model is v1 as it was.
     await store._workflows.replace_one({"_id": "wf-bucket-rival"}, raw_v1)
-    assert await store.commit_workflows([rival(document)]) == [False]
-    again = await store.load_workflow("wf-bucket-rival")
-    assert again is not None and again.version == 2
-    assert again.state.tasks["add"].status is TaskStatus.COMPLETED, "the winner was not rolled forward"
-    record = await store.get_task(document.state.tasks["add"].task_id)
-    assert record is not None and record.output_data == {"n": 3}
+    assert await store.commit_workflows([commit_on(document, NOW + 20)]) == [False]
+    await assert_second_version_stands(store, document, "the winner was not rolled forward")
 
 
 async def test_housekeeping_rolls_the_newest_commit_forward_before_it_drops_the_bucket(
@@ -102,11 +108,7 @@ async def test_housekeeping_rolls_the_newest_commit_forward_before_it_drops_the_
     assert stale is not None and stale.version == 1
     await store.housekeeping(BUCKET_END + RETENTION_MS)
     assert await bucket_names(store) == []
-    after = await store.load_workflow("wf-bucket-drop")
-    assert after is not None and after.version == 2, "the newest commit went with its bucket"
-    assert after.state.tasks["add"].status is TaskStatus.COMPLETED
-    record = await store.get_task(document.state.tasks["add"].task_id)
-    assert record is not None and record.output_data == {"n": 3}
+    await assert_second_version_stands(store, document, "the newest commit went with its bucket")
 
 
 async def test_a_commit_on_an_old_base_is_fenced_late_and_always_checks_the_stored_version(
@@ -122,27 +124,15 @@ async def test_a_commit_on_an_old_base_is_fenced_late_and_always_checks_the_stor
     # base is past every live bucket, so its fence is a late one; the stored v2 refuses it.
     later = BUCKET_END + 3_600_000
     pin_clock(store, later)
-    stale = Commit(
-        document.model_copy(update={"version": 2, "updated_at": later}),
-        1,
-        read_at=int(later - 5),
-        base_updated_at=document.updated_at,
-    )
+    stale = commit_on(document, later)
     assert await store.commit_workflows([stale]) == [False], "a late commit overtook the stored version"
     assert await bucket_names(store) == [], "a late commit recreated a dropped bucket"
-    after = await store.load_workflow("wf-bucket-late")
-    assert after is not None and after.version == 2
-    assert after.state.tasks["add"].status is TaskStatus.COMPLETED
+    await assert_second_version_stands(store, document, "a late commit overtook the stored version")
     # A workflow idle since v2 resumes an hour on: its commit is late too, and wins; a rival for
     # the same version meets it in `late`.
     current = await store.load_workflow("wf-bucket-late")
     assert current is not None
-    resume = Commit(
-        current.model_copy(update={"version": 3, "updated_at": later}),
-        2,
-        read_at=int(later - 5),
-        base_updated_at=current.updated_at,
-    )
+    resume = commit_on(current, later)
     assert await store.commit_workflows([resume]) == [True]
     assert await store._commits.count_documents({"workflowId": "wf-bucket-late", "version": 3}) == 1
     assert await store.commit_workflows([resume]) == [False]
