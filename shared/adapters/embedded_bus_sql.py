@@ -77,8 +77,6 @@ TopicPartition = tuple[str, int]
 
 # How long a transaction waits for another connection's write lock (any process, the store too).
 BUSY_TIMEOUT_MS = 10_000
-PAGE_CACHE_KIB = 32_768
-MMAP_BYTES = 256 * 1024 * 1024
 
 # How soon a member below its fair share looks again for partitions given back by others.
 SHORT_RECHECK_S = 0.25
@@ -99,10 +97,6 @@ def connect(path: str) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    # Room for the indexes' hot pages as history grows: SQLite's default page cache is 2 MB per
-    # connection, and reads past it go to the OS page cache (a syscall and a copy each).
-    conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
-    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
     # executescript commits any open transaction first, so the script brings its own.
     conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
     return conn

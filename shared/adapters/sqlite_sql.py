@@ -17,8 +17,6 @@ from shared.ports.store import encode_heads
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 10_000
-PAGE_CACHE_KIB = 32_768
-MMAP_BYTES = 256 * 1024 * 1024
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_workflows (
@@ -143,10 +141,6 @@ def connect(path: str) -> sqlite3.Connection:
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
-    # Room for the indexes' hot pages as history grows: SQLite's default page cache is 2 MB per
-    # connection, and reads past it go to the OS page cache (a syscall and a copy each).
-    connection.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
-    connection.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
     connection.execute("PRAGMA foreign_keys = OFF")
     return connection
 
