@@ -17,11 +17,15 @@ from typing import Any, Protocol, Self
 import httpx
 
 from cairn.auth import ApiKey, ApiKeyAuth, AuthenticationFailed
+from cairn.operations import Operation
 from shared.config import CairnSettings
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.runtime import TaskStatus, WorkflowStatus
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
+NOT_FOUND_HINT = "check the id; `cairn ls` lists workflows"
+OPERATION_WITHIN_S = 10.0
+"""How long the direct backend waits for a decider to take a lifecycle command."""
 
 
 class BackendError(Exception):
@@ -53,7 +57,14 @@ class Backend(Protocol):
     async def signal(
         self, workflow_id: str, task_ref: str, output: dict[str, Any], status: TaskStatus
     ) -> None: ...
-    async def terminate(self, workflow_id: str, reason: str | None) -> None: ...
+    async def terminate(
+        self, workflow_id: str, reason: str | None, trigger_failure_workflow: bool = False
+    ) -> None: ...
+    async def operate(self, operation: Operation) -> None:
+        """Carry out a lifecycle operation; BackendError (with the engine's reason) if it does not apply."""
+        ...
+
+    async def remove(self, workflow_id: str) -> None: ...
     async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None: ...
     async def workflows(
         self, *, status: WorkflowStatus | None, name: str | None, limit: int
@@ -163,11 +174,26 @@ class HttpBackend:
         if response.status_code == 404:
             raise BackendError(response.json().get("message", "not found"))
 
-    async def terminate(self, workflow_id: str, reason: str | None) -> None:
-        params = {"reason": reason} if reason else {}
+    async def terminate(
+        self, workflow_id: str, reason: str | None, trigger_failure_workflow: bool = False
+    ) -> None:
+        params: dict[str, Any] = {"reason": reason} if reason else {}
+        if trigger_failure_workflow:
+            params["triggerFailureWorkflow"] = "true"
         response = await self._call("DELETE", f"/api/workflow/{workflow_id}", params=params)
         if response.status_code == 404:
-            raise BackendError(f"workflow {workflow_id!r} not found")
+            raise BackendError(f"workflow {workflow_id!r} not found", NOT_FOUND_HINT)
+
+    async def operate(self, operation: Operation) -> None:
+        method, path, request = operation.http_request()
+        response = await self._call(method, path, **request)
+        if response.status_code == 404:
+            raise BackendError(response.json().get("message", "not found"), NOT_FOUND_HINT)
+
+    async def remove(self, workflow_id: str) -> None:
+        response = await self._call("DELETE", f"/api/workflow/{workflow_id}/remove")
+        if response.status_code == 404:
+            raise BackendError(f"workflow {workflow_id!r} not found", NOT_FOUND_HINT)
 
     async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None:
         response = await self._call(
@@ -267,8 +293,39 @@ class DirectBackend:
     ) -> None:
         await self._client().signal(workflow_id, task_ref, output, status)
 
-    async def terminate(self, workflow_id: str, reason: str | None) -> None:
-        await self._client().terminate(workflow_id, reason)
+    async def terminate(
+        self, workflow_id: str, reason: str | None, trigger_failure_workflow: bool = False
+    ) -> None:
+        await self._client().terminate(workflow_id, reason, trigger_failure_workflow)
+
+    async def operate(self, operation: Operation) -> None:
+        from shared.messaging import outgoing
+        from shared.operations import await_operation
+
+        if await self._store.load_workflow(operation.workflow_id) is None:
+            raise BackendError(f"workflow {operation.workflow_id!r} not found", NOT_FOUND_HINT)
+        command = operation.command()
+        topic = self.settings.topics.workflow_command
+        await self._bus.publish([outgoing(topic, command, command.workflow_id, {})])
+        record = await await_operation(self._store, command.workflow_id, command.id, OPERATION_WITHIN_S)
+        if record is None:
+            raise BackendError(
+                f"the {operation.kind} is published; no decider applied it within {OPERATION_WITHIN_S:g} s",
+                "check that the decider runs (`cairn run decider`): it applies it once it catches up",
+            )
+        if not record.applied:
+            raise BackendError(f"workflow {operation.workflow_id!r}: {record.reason}")
+
+    async def remove(self, workflow_id: str) -> None:
+        document = await self._store.load_workflow(workflow_id)
+        if document is None:
+            raise BackendError(f"workflow {workflow_id!r} not found", NOT_FOUND_HINT)
+        if not document.state.status.is_terminal:
+            raise BackendError(
+                f"workflow {workflow_id!r} is {document.state.status}",
+                "terminate it first: `cairn terminate`",
+            )
+        await self._store.remove_workflow(workflow_id)
 
     async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None:
         from services.api.conductor import workflow_json

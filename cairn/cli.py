@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from cairn import cli_operations
 from cairn.backends import DEFAULT_SERVER, Backend
 from cairn.cli_common import (
     InsecureOption,
@@ -33,7 +34,7 @@ from cairn.tree import is_nested, line, task_tree
 from shared.config import CairnSettings
 from shared.core.validation import DefinitionError, parse_task_def, parse_workflow_def
 from shared.models.definitions import TaskDef, WorkflowDef
-from shared.models.runtime import TaskStatus, WorkflowStatus
+from shared.models.runtime import WorkflowStatus
 
 app = typer.Typer(
     help="Cairn: durable workflows on Kafka + MongoDB.", no_args_is_help=True, add_completion=False
@@ -42,6 +43,8 @@ def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_h
 app.add_typer(def_app, name="def")
 app.add_typer(deadletter_app, name="deadletter")
 app.add_typer(keys_app, name="keys")
+for _command in cli_operations.COMMANDS:
+    app.command()(_command)
 
 
 def main() -> None:
@@ -315,35 +318,6 @@ def start(
         print(json.dumps({"workflowId": started}))
     else:
         console.print(f"started [bold]{name}[/] as [cyan]{started}[/]  (cairn status {started})")
-
-
-@app.command()
-def signal(
-    workflow_id: str,
-    task_ref: str,
-    data: Annotated[str, typer.Option("--data", "-d", help="Task output as a JSON object.")] = "{}",
-    status: Annotated[
-        str, typer.Option(help="COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")
-    ] = "COMPLETED",
-    server: ServerOption = None,
-) -> None:
-    """Complete (or fail) a WAIT task by its reference name."""
-    payload = json_arg(data, "--data")
-    try:
-        task_status = TaskStatus(status)
-    except ValueError:
-        fail(f"unknown status {status!r}", "use COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR")
-    with_backend(server, lambda backend: backend.signal(workflow_id, task_ref, payload, task_status))
-    console.print(f"signalled [bold]{task_ref}[/] of [cyan]{workflow_id}[/]")
-
-
-@app.command()
-def terminate(
-    workflow_id: str, reason: Annotated[str | None, typer.Option()] = None, server: ServerOption = None
-) -> None:
-    """Terminate a running workflow."""
-    with_backend(server, lambda backend: backend.terminate(workflow_id, reason))
-    console.print(f"terminate sent for [cyan]{workflow_id}[/]")
 
 
 @app.command()

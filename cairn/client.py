@@ -64,8 +64,15 @@ class CairnClient:
             [outgoing(self.topics.workflow_signal, message, workflow_id, telemetry.inject())]
         )
 
-    async def terminate(self, workflow_id: str, reason: str | None = None) -> None:
-        message = TerminateWorkflow(id=f"terminate:{uuid.uuid4()}", workflow_id=workflow_id, reason=reason)
+    async def terminate(
+        self, workflow_id: str, reason: str | None = None, trigger_failure_workflow: bool = False
+    ) -> None:
+        message = TerminateWorkflow(
+            id=f"terminate:{uuid.uuid4()}",
+            workflow_id=workflow_id,
+            reason=reason,
+            trigger_failure_workflow=trigger_failure_workflow,
+        )
         await self.bus.publish(
             [outgoing(self.topics.workflow_command, message, workflow_id, telemetry.inject())]
         )

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from shared.models.messages import (
     DecideRequest,
     OutboxMessage,
+    RetryWorkflow,
     StartWorkflow,
     SubWorkflowEnded,
+    SubWorkflowReopened,
     TaskMessage,
     TerminateWorkflow,
     TimerRequest,
@@ -105,7 +107,7 @@ class Topics:
                 return self.workflow_events
             case StartWorkflow():
                 return self.workflow_start
-            case TerminateWorkflow():
+            case TerminateWorkflow() | RetryWorkflow() | SubWorkflowReopened():
                 return self.workflow_command
             case SubWorkflowEnded():
                 return self.task_result

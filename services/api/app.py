@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from services.api import deadletters, execute, executions, metadata, tasks
+from services.api import bulk, deadletters, execute, executions, lifecycle, metadata, tasks
 from services.api.auth import authorise, token_router
 from services.api.body_limit import BodyLimit
 from services.api.context import ApiContext
@@ -25,6 +25,8 @@ def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> Fas
     app.include_router(token_router)
     app.include_router(metadata.router)
     app.include_router(execute.router)
+    app.include_router(bulk.router)  # before /api/workflow/{workflow_id}/...: "bulk" is no id
+    app.include_router(lifecycle.router)
     app.include_router(executions.router)
     app.include_router(tasks.router)
     app.include_router(deadletters.router)

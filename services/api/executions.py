@@ -183,13 +183,28 @@ async def get_workflow(ctx: Ctx, workflow_id: str, includeTasks: bool = True) ->
     return workflow_json(document, tasks)
 
 
-@router.delete("/{workflow_id}", status_code=200)
-async def terminate_workflow(ctx: Ctx, workflow_id: str, reason: str | None = None) -> Response:
+async def terminate(
+    ctx: ApiContext, workflow_id: str, reason: str | None, trigger_failure_workflow: bool
+) -> None:
     document = await _document(ctx, workflow_id)
     if document.state.status.is_terminal:
         raise ApiError(409, f"workflow {workflow_id!r} already finished ({document.state.status.value})")
-    message = TerminateWorkflow(id=f"terminate:{uuid.uuid4()}", workflow_id=workflow_id, reason=reason)
+    message = TerminateWorkflow(
+        id=f"terminate:{uuid.uuid4()}",
+        workflow_id=workflow_id,
+        reason=reason,
+        trigger_failure_workflow=trigger_failure_workflow,
+    )
     await ctx.bus.publish([outgoing(ctx.topics.workflow_command, message, workflow_id, telemetry.inject())])
+
+
+@router.delete("/{workflow_id}", status_code=200)
+async def terminate_workflow(
+    ctx: Ctx, workflow_id: str, reason: str | None = None, triggerFailureWorkflow: bool = False
+) -> Response:
+    """Stop a running (or paused) execution; with triggerFailureWorkflow its failureWorkflow
+    starts, as after a failure."""
+    await terminate(ctx, workflow_id, reason, triggerFailureWorkflow)
     return Response(status_code=200)
 
 

@@ -267,4 +267,7 @@ async def get_task(ctx: Ctx, task_id: str) -> dict[str, Any]:
     for task in await load_executions(ctx.store, document):
         if task.task_id == task_id:
             return task_json(task, workflow=document)
+    earlier = await ctx.store.get_task(task_id)  # of an earlier run (before a restart or rerun)
+    if earlier is not None and earlier.workflow_version <= document.version:
+        return task_json(earlier, workflow=document)
     raise ApiError(404, f"no task with id {task_id!r}")

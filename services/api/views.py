@@ -15,13 +15,14 @@ def merge_executions(document: WorkflowDocument, records: list[TaskState]) -> li
 
     The document is authoritative for executions it holds; history records cover retried-away
     attempts and earlier loop iterations. A record written by a decision that lost its commit
-    (newer than the document) is left out, and so are iterations a DO_WHILE's keepLastN no longer
+    (newer than the document) is left out, and so are executions of earlier runs (before a restart
+    or rerun: still readable by task id) and iterations a DO_WHILE's keepLastN no longer
     keeps (Conductor deletes them)."""
     current = {task.task_id: task for task in document.state.tasks.values()}
     merged = {
         record.task_id: current.get(record.task_id, record)
         for record in records
-        if record.workflow_version <= document.version
+        if record.workflow_version <= document.version and not document.state.is_superseded(record.seq)
     }
     for task_id, task in current.items():
         merged.setdefault(task_id, task)

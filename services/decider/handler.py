@@ -35,14 +35,16 @@ from shared.models.messages import (
     DecideRequest,
     DeciderInbound,
     OutboxMessage,
+    RetryWorkflow,
     Signal,
     StartWorkflow,
     SubWorkflowEnded,
+    SubWorkflowReopened,
     TerminateWorkflow,
     WorkflowEvent,
     workflow_id_of,
 )
-from shared.models.runtime import WorkflowState, WorkflowStatus
+from shared.models.runtime import TaskState, WorkflowState, WorkflowStatus
 from shared.ports.bus import Bus, Outgoing, Received, RedeliverError
 from shared.ports.store import Commit, Store
 from shared.topics import Topics
@@ -312,6 +314,7 @@ class DeciderHandler:
             committed = document.model_copy(
                 update={
                     "version": version,
+                    "definition": decision.snapshot or document.definition,
                     "state": decision.state,
                     "outbox": outbox,
                     "inbox": [*document.inbox, *(event.id for event in events)][-INBOX_MEMORY:],
@@ -335,6 +338,8 @@ class DeciderHandler:
         time limit; heartbeats and other subscriptions go on meanwhile)."""
         assert document.definition is not None
         task_defs: dict[str, TaskDef | None] = {}
+        latest: tuple[WorkflowDef | None, str] | None = None
+        history: list[TaskState] | None = None
         engine = engine_for(document.kind)
         for _ in range(MAX_TASK_DEF_ROUNDS):
             call = functools.partial(
@@ -346,13 +351,27 @@ class DeciderHandler:
                 limits=self.limits,
                 task_defs=task_defs,
                 sandbox=self.sandbox,
+                latest=latest,
+                history=history,
             )
             decision = await asyncio.to_thread(call) if engine.may_block(document.definition) else call()
-            if not decision.needs_task_defs:
+            if decision.needs_latest_definition:  # a restart onto the latest definitions
+                latest = await self._latest_snapshot(document.state.workflow_name)
+            elif decision.needs_history:  # a rerun: the task records, as committed
+                records = await self.store.list_tasks(document.workflow_id)
+                history = [task for task in records if task.workflow_version <= document.version]
+            elif decision.needs_task_defs:
+                found = await self.store.get_task_defs(sorted(decision.needs_task_defs))
+                task_defs.update({name: found.get(name) for name in decision.needs_task_defs})
+            else:
                 return decision
-            found = await self.store.get_task_defs(sorted(decision.needs_task_defs))
-            task_defs.update({name: found.get(name) for name in decision.needs_task_defs})
         raise RuntimeError(f"decision kept asking for TaskDefs: {sorted(task_defs)}")
+
+    async def _latest_snapshot(self, name: str) -> tuple[WorkflowDef | None, str]:
+        found = await self.store.get_workflow_def(name, None)
+        if found is None:
+            return None, f"workflow definition {name!r} is no longer registered"
+        return await resolve_snapshot(self.store, found)
 
     def _new_document(
         self,
@@ -501,6 +520,14 @@ def _key(message: OutboxMessage, document: WorkflowDocument) -> str:
     """Outbox messages are keyed by the workflow they concern: a start, a terminate or a child's
     end by the execution it is for (so it reaches that workflow's decider partition), the rest
     by this one."""
-    if isinstance(message, StartWorkflow | TerminateWorkflow | SubWorkflowEnded | DecideRequest):
+    if isinstance(
+        message,
+        StartWorkflow
+        | TerminateWorkflow
+        | SubWorkflowEnded
+        | DecideRequest
+        | RetryWorkflow
+        | SubWorkflowReopened,
+    ):
         return message.workflow_id
     return document.workflow_id

@@ -29,6 +29,8 @@ class Permission(StrEnum):
     """Complete or fail a pending task by its reference name (WAIT, HUMAN, or by hand)."""
     TERMINATE = "terminate"
     """Terminate a running execution."""
+    OPERATE = "operate"
+    """Pause, resume, restart, rerun, retry an execution and skip its tasks (one or in bulk)."""
     REMOVE = "remove"
     """Delete a finished execution and its history."""
     WORK = "work"
@@ -41,7 +43,9 @@ class Permission(StrEnum):
 
 GRANTS: dict[Role, frozenset[Permission]] = {
     Role.ADMIN: frozenset(Permission),
-    Role.OPERATOR: frozenset({Permission.READ, Permission.START, Permission.SIGNAL, Permission.TERMINATE}),
+    Role.OPERATOR: frozenset(
+        {Permission.READ, Permission.START, Permission.SIGNAL, Permission.TERMINATE, Permission.OPERATE}
+    ),
     Role.WORKER: frozenset({Permission.WORK}),
     Role.READER: frozenset({Permission.READ}),
 }

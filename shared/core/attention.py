@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from shared.core.run import TIMER_DISPATCH
 from shared.core.tasktypes import REGISTRY, TaskTypeRegistry
-from shared.models.runtime import TaskStatus, WorkflowState
+from shared.models.runtime import TaskStatus, WorkflowState, WorkflowStatus
 
 
 def attention_at(state: WorkflowState, registry: TaskTypeRegistry = REGISTRY) -> int | None:
     """The earliest moment something should have happened to this execution by itself (epoch
     ms), or None when only the outside world can move it next (or it has ended)."""
-    if state.status.is_terminal:
-        return None
+    if state.status is not WorkflowStatus.RUNNING:
+        return None  # ended, or PAUSED: only its operator moves it
     due = [timer.fire_at for timer in state.timers.values()]
     waiting_for_timer = {t.task_id for t in state.timers.values() if t.purpose == TIMER_DISPATCH}
     live = [task for task in state.tasks.values() if not task.status.is_terminal]

@@ -16,7 +16,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shared.core.events import apply
-from shared.core.run import DEFAULT_LIMITS, DecisionRun, Limits, Rejection, TaskDefsNeededError
+from shared.core.run import (
+    DEFAULT_LIMITS,
+    DecisionRun,
+    HistoryNeededError,
+    LatestDefinitionNeededError,
+    LatestSnapshot,
+    Limits,
+    Rejection,
+    TaskDefsNeededError,
+)
 from shared.core.scripting import InProcessSandbox, Sandbox
 from shared.core.tasktypes import REGISTRY, TaskTypeRegistry
 from shared.core.timeouts import arm_next_deadline, enforce_timeouts
@@ -45,6 +54,14 @@ class Decision:
     needs_task_defs: set[str] = field(default_factory=set)
     """Non-empty: nothing was decided; load these TaskDefs (names a task chose at run time) and
     decide again with them in `task_defs` (None for a name that is not registered)."""
+    needs_latest_definition: bool = False
+    """Nothing was decided: a restart asked for the latest definitions; resolve them and decide
+    again with them in `latest`."""
+    needs_history: bool = False
+    """Nothing was decided: a rerun needs the task records; decide again with them in `history`."""
+    snapshot: WorkflowDef | None = None
+    """A new definition snapshot the execution runs on from now on (restart with the latest
+    definitions): the caller commits it with the state."""
 
 
 def new_workflow_state(snapshot: WorkflowDef, start: StartWorkflow, now: int) -> WorkflowState:
@@ -74,12 +91,16 @@ def decide(
     limits: Limits = DEFAULT_LIMITS,
     task_defs: Mapping[str, TaskDef | None] | None = None,
     sandbox: Sandbox | None = None,
+    latest: LatestSnapshot | None = None,
+    history: Sequence[TaskState] | None = None,
 ) -> Decision:
     # The working copy: a JSON round trip (in pydantic-core) is several times faster than
     # deepcopy, and the state is JSON by construction.
     working = WorkflowState.model_validate_json(state.model_dump_json())
     working.awaiting_continuation = False
-    run = DecisionRun(snapshot, working, now, registry, limits, task_defs or {}, sandbox or IN_PROCESS)
+    run = DecisionRun(
+        snapshot, working, now, registry, limits, task_defs or {}, sandbox or IN_PROCESS, latest, history
+    )
     try:
         for event in events:
             apply(run, event)
@@ -88,6 +109,10 @@ def decide(
         arm_next_deadline(run)
     except TaskDefsNeededError as needed:
         return Decision(state=state, needs_task_defs=needed.names)
+    except LatestDefinitionNeededError:
+        return Decision(state=state, needs_latest_definition=True)
+    except HistoryNeededError:
+        return Decision(state=state, needs_history=True)
     if run.dirty:
         run.state.update_time = now
     return Decision(
@@ -97,4 +122,5 @@ def decide(
         notes=run.notes,
         repairs=run.repairs,
         changed=run.dirty,
+        snapshot=run.new_snapshot,
     )

@@ -50,7 +50,12 @@ def complete_workflow(run: DecisionRun) -> None:
 
 
 def end_workflow(
-    run: DecisionRun, status: WorkflowStatus, reason: str | None, *, failure_workflow: bool = True
+    run: DecisionRun,
+    status: WorkflowStatus,
+    reason: str | None,
+    *,
+    failure_workflow: bool = True,
+    trigger_failure_workflow: bool = False,
 ) -> None:
     state = run.state
     if state.status.is_terminal:
@@ -71,7 +76,7 @@ def end_workflow(
         WorkflowStatus.TERMINATED,
     )
     if failure_workflow and wants_failure_workflow and run.snapshot.failure_workflow:
-        if status is not WorkflowStatus.TERMINATED or _terminated_by_task(run):
+        if status is not WorkflowStatus.TERMINATED or trigger_failure_workflow or _terminated_by_task(run):
             start_failure_workflow(run, run.snapshot.failure_workflow, status, reason)
     if state.parent_workflow_id and state.parent_workflow_task_id:
         run.publish(
@@ -89,7 +94,7 @@ def end_workflow(
 
 def _terminated_by_task(run: DecisionRun) -> bool:
     """A TERMINATE task with terminationStatus TERMINATED starts the failureWorkflow (Conductor);
-    an operator's terminate does so only when asked (triggerFailureWorkflow, a later issue)."""
+    an operator's terminate does so only when asked (triggerFailureWorkflow)."""
     return any(t.kind == "TERMINATE" and t.status is TaskStatus.COMPLETED for t in run.state.tasks.values())
 
 
@@ -104,7 +109,7 @@ def start_failure_workflow(run: DecisionRun, name: str, status: WorkflowStatus, 
         if t.status.is_terminal and not t.status.is_successful and t.status is not TaskStatus.CANCELED
     ]
     failed_task = max(failed, key=lambda t: t.seq) if failed else None
-    failure_id = ids.failure_workflow_id(state.workflow_id)
+    failure_id = ids.failure_workflow_id(state.workflow_id, state.epoch)
     state.failure_workflow_id = failure_id
     state.output = {**state.output, "conductor.failure_workflow": failure_id}
     run.publish(
@@ -131,7 +136,7 @@ def emit(run: DecisionRun, status: WorkflowStatus, event: WorkflowEventName, rea
     state = run.state
     run.publish(
         WorkflowEvent(
-            id=f"{state.workflow_id}:{event}",
+            id=f"{state.workflow_id}:{event}" + (f":{state.epoch}" if state.epoch else ""),
             event=event,
             workflow_id=state.workflow_id,
             workflow_name=state.workflow_name,

@@ -15,10 +15,11 @@ from typing import Protocol
 
 from shared.core.decide import Decision, Limits, decide
 from shared.core.plan import plan_of
+from shared.core.run import LatestSnapshot
 from shared.core.scripting import Sandbox
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.messages import DeciderInbound
-from shared.models.runtime import WorkflowState
+from shared.models.runtime import TaskState, WorkflowState
 
 GRAPH = "graph"
 """Conductor's JSON workflows: the definition is a task tree."""
@@ -46,6 +47,8 @@ class DefinitionEngine(Protocol):
         limits: Limits,
         task_defs: Mapping[str, TaskDef | None],
         sandbox: Sandbox | None,
+        latest: LatestSnapshot | None = None,
+        history: Sequence[TaskState] | None = None,
     ) -> Decision: ...
 
     def may_block(self, snapshot: WorkflowDef) -> bool:
@@ -67,8 +70,20 @@ class GraphEngine:
         limits: Limits,
         task_defs: Mapping[str, TaskDef | None],
         sandbox: Sandbox | None,
+        latest: LatestSnapshot | None = None,
+        history: Sequence[TaskState] | None = None,
     ) -> Decision:
-        return decide(snapshot, state, events, now, limits=limits, task_defs=task_defs, sandbox=sandbox)
+        return decide(
+            snapshot,
+            state,
+            events,
+            now,
+            limits=limits,
+            task_defs=task_defs,
+            sandbox=sandbox,
+            latest=latest,
+            history=history,
+        )
 
     def may_block(self, snapshot: WorkflowDef) -> bool:
         return plan_of(snapshot).has_scripts

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from shared.core.ending import end_workflow
+from shared.core.operations import apply_operation
 from shared.core.refs import node_ref
 from shared.core.run import TIMER_DISPATCH, DecisionRun
 from shared.core.tasktypes.simple import dispatch
@@ -19,9 +20,16 @@ from shared.models.limits import describe, payload_problems
 from shared.models.messages import (
     DecideRequest,
     DeciderInbound,
+    PauseWorkflow,
+    RerunWorkflow,
+    RestartWorkflow,
+    ResumeWorkflow,
+    RetryWorkflow,
     Signal,
+    SkipTask,
     StartWorkflow,
     SubWorkflowEnded,
+    SubWorkflowReopened,
     TaskResult,
     TerminateWorkflow,
     TimerFired,
@@ -46,6 +54,16 @@ def apply(run: DecisionRun, event: DeciderInbound) -> None:
         case DecideRequest():
             if event.stale_before is not None:
                 repair_lost_messages(run, event.stale_before)
+        case (
+            PauseWorkflow()
+            | ResumeWorkflow()
+            | RestartWorkflow()
+            | RerunWorkflow()
+            | RetryWorkflow()
+            | SkipTask()
+            | SubWorkflowReopened()
+        ):
+            apply_operation(run, event)
         case _:
             assert_never(event)
 
@@ -159,6 +177,9 @@ def on_timer_fired(run: DecisionRun, fired: TimerFired) -> None:
         if task is None or task.status.is_terminal or run.state.status.is_terminal:
             run.reject("timer_task_ended", f"timer {fired.timer_id} fired for a task that is no longer live")
             return
+        if run.state.status is WorkflowStatus.PAUSED:
+            run.hold(task)  # handed out on resume
+            return
         dispatch(run, task, run.task_def_of(task).response_timeout_seconds)
 
 
@@ -166,7 +187,12 @@ def _on_terminate(run: DecisionRun, command: TerminateWorkflow) -> None:
     if run.state.status.is_terminal:
         run.reject("terminate_workflow_ended", f"terminate ignored: workflow already {run.state.status}")
         return
-    end_workflow(run, WorkflowStatus.TERMINATED, command.reason or "terminated by operator")
+    end_workflow(
+        run,
+        WorkflowStatus.TERMINATED,
+        command.reason or "terminated by operator",
+        trigger_failure_workflow=command.trigger_failure_workflow,
+    )
 
 
 def _on_sub_workflow_ended(run: DecisionRun, ended: SubWorkflowEnded) -> None:
@@ -195,8 +221,8 @@ def repair_lost_messages(run: DecisionRun, stale_before: int) -> None:
     """
     from shared.models.messages import TimerFired as Fired
 
-    if run.state.status.is_terminal:
-        return
+    if run.state.status is not WorkflowStatus.RUNNING:
+        return  # a PAUSED workflow is moved by its operator only (it needs no attention)
     for timer in sorted(run.state.timers.values(), key=lambda t: t.fire_at):
         if timer.fire_at < stale_before and timer.timer_id in run.state.timers:
             run.repairs.append(f"timer {timer.timer_id} overdue since {timer.fire_at}: taken as fired")

@@ -31,7 +31,9 @@ def dispatch_message_id(task_id_: str, dispatch_count: int) -> str:
     return f"dispatch:{task_id_}:{dispatch_count}"
 
 
-def failure_workflow_id(failed_workflow_id: str) -> str:
-    """The failureWorkflow execution of a failed workflow: fixed, so a redelivered decision
-    starts it once."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"cairn:failure-workflow:{failed_workflow_id}"))
+def failure_workflow_id(failed_workflow_id: str, epoch: int = 0) -> str:
+    """The failureWorkflow execution of a failed run of a workflow: fixed, so a redelivered
+    decision starts it once; a run after a restart, rerun or retry (a new epoch) that fails
+    again starts its own."""
+    run = f":{epoch}" if epoch else ""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"cairn:failure-workflow:{failed_workflow_id}{run}"))

@@ -3,6 +3,7 @@
 A RUNNING workflow that waits for nothing outside itself is stuck for good: no worker holds a
 task, no signal or child workflow is awaited, no timer will fire, so no event will ever arrive to
 move it. (A live JOIN or DO_WHILE does not count: it only moves when something below it does.)
+A PAUSED workflow waits for its operator; what it holds for the resume must be live.
 The core never commits such a state, the sweeper checks every workflow it finds idle against
 these rules, and the tests check every state they observe. Pure: no I/O.
 """
@@ -40,6 +41,14 @@ def invariant_violations(state: WorkflowState, registry: TaskTypeRegistry = REGI
                 f"workflow {state.workflow_id} is {state.status} "
                 f"but timers {sorted(state.timers)} are still pending"
             )
+    if state.held and state.status is not WorkflowStatus.PAUSED:
+        problems.append(f"workflow {state.workflow_id} is {state.status} but holds {state.held} for a resume")
+    live_ids = {state.tasks[ref].task_id for ref in live}
+    if any(task_id not in live_ids for task_id in state.held):
+        problems.append(
+            f"workflow {state.workflow_id} holds {sorted(set(state.held) - live_ids)}, "
+            "which are not live executions"
+        )
     for ref in live:
         task = state.tasks[ref]
         if not registry.supports(task.kind):

@@ -10,7 +10,7 @@ shared/core/timeouts.py; the end of the workflow in shared/core/ending.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,21 @@ class TaskDefsNeededError(Exception):
         self.names = names
 
 
+class LatestDefinitionNeededError(Exception):
+    """A restart asked for the latest definitions and the decision was not handed them: the
+    caller resolves the latest snapshot of the workflow's name and decides again with it."""
+
+
+class HistoryNeededError(Exception):
+    """A rerun needs the workflow's task records (earlier loop iterations, retried attempts are
+    not in the document): the caller loads them and decides again with them."""
+
+
+LatestSnapshot = tuple[WorkflowDef | None, str]
+"""The latest registered definition of a workflow's name, resolved into a snapshot, or (None,
+why it cannot run)."""
+
+
 class DecisionRun:
     """Never escapes `decide`."""
 
@@ -97,8 +112,16 @@ class DecisionRun:
         limits: Limits,
         task_defs: Mapping[str, TaskDef | None],
         sandbox: scripting.Sandbox,
+        latest: LatestSnapshot | None = None,
+        history: Sequence[TaskState] | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.latest = latest
+        """Handed in when a restart asked for the latest definitions (else None)."""
+        self.history = history
+        """The workflow's task records, handed in when a rerun asked for them (else None)."""
+        self.new_snapshot: WorkflowDef | None = None
+        """Set when an operation switched this execution to another definition snapshot."""
         self.plan: Plan = plan_of(snapshot)
         self.state = state
         self.now = now
@@ -120,6 +143,17 @@ class DecisionRun:
 
     def reject(self, code: str, message: str) -> None:
         self.notes.append(Rejection(code, message))
+
+    def switch_snapshot(self, snapshot: WorkflowDef) -> None:
+        """Run on another definition from now on (a restart with the latest definitions)."""
+        self.snapshot = snapshot
+        self.plan = plan_of(snapshot)
+        self.new_snapshot = snapshot
+        self.dirty = True
+
+    def forget_index(self) -> None:
+        """The executions were replaced wholesale (an operation rebuilt them)."""
+        self._by_id = None
 
     def touch(self, task: TaskState) -> None:
         self.changed_tasks[task.task_id] = task
@@ -332,7 +366,13 @@ class DecisionRun:
         return task
 
     def start(self, node: WorkflowTask, scope: Scope) -> TaskState:
+        skip = self.state.pending_skips.pop(node.task_reference_name, None)
         task = self.create(node, scope)
+        if skip is not None:  # an operator skipped it before it ran (shared/core/operations)
+            task.input_data = {**task.input_data, **skip.task_input}
+            task.output_data = dict(skip.task_output)
+            self.finish(task, TaskStatus.SKIPPED)
+            return task
         problems = payload_problems(task.input_data, "inputData", self.limits.payload)
         if problems:  # built from outputs and expressions: each may pass and their sum not
             self.fail(task, TaskStatus.FAILED_WITH_TERMINAL_ERROR, describe(problems))
@@ -414,8 +454,30 @@ class DecisionRun:
         delay_ms = retry_delay_ms(task_def, task.retry_count, task.task_id)
         if delay_ms > 0 and self.type_of(task).worker_executed:
             self.arm_dispatch_timer(task, "retry", delay_ms)
+        elif self.state.status is WorkflowStatus.PAUSED:
+            self.hold(task)
         else:
             self.type_of(task).start(self, node, task, scope_of(failed.reference_task_name))
+
+    def hold(self, task: TaskState) -> None:
+        """A PAUSED workflow schedules nothing new: this execution starts on resume."""
+        if task.task_id not in self.state.held:
+            self.state.held.append(task.task_id)
+        self.dirty = True
+
+    def release_held(self) -> None:
+        """On resume: start (or hand out) what was held while PAUSED, in the order it was held."""
+        from shared.core.tasktypes.simple import dispatch
+
+        held, self.state.held = self.state.held, []
+        for task_id in held:
+            task = self.live_task(task_id)
+            if task is None or task.status is not TaskStatus.SCHEDULED:
+                continue
+            if self.type_of(task).worker_executed:
+                dispatch(self, task, self.task_def_of(task).response_timeout_seconds)
+            else:
+                self.type_of(task).start(self, self.node_of(task), task, scope_of(task.reference_task_name))
 
     def cancel(self, task: TaskState, reason: str) -> None:
         if task.status.is_terminal:

@@ -36,8 +36,8 @@ class Deadline:
 
 def enforce_timeouts(run: DecisionRun) -> None:
     state = run.state
-    if state.status.is_terminal:
-        return
+    if state.status is not WorkflowStatus.RUNNING:
+        return  # PAUSED: as in Conductor, nothing is decided; what fell due meanwhile, on resume
     workflow_deadline = _workflow_deadline(run)
     if workflow_deadline is not None and run.now >= workflow_deadline:
         limit = run.snapshot.timeout_seconds
@@ -61,7 +61,8 @@ def enforce_timeouts(run: DecisionRun) -> None:
 def _workflow_deadline(run: DecisionRun) -> int | None:
     if run.snapshot.timeout_seconds <= 0 or run.state.timeout_alerted:
         return None
-    return run.state.create_time + run.snapshot.timeout_seconds * 1000
+    since = run.state.last_retried_time or run.state.create_time  # Conductor's order
+    return since + run.snapshot.timeout_seconds * 1000
 
 
 def task_deadlines(run: DecisionRun, task: TaskState) -> list[Deadline]:
@@ -142,7 +143,7 @@ def arm_next_deadline(run: DecisionRun) -> None:
     one needs nothing (the armed timer fires first, and its decision arms the next), so a
     workflow of quick steps arms about one timer in its life instead of an arm and a cancel
     per step. The sweeper's stale-workflow scan stays as the safety net."""
-    if run.state.status.is_terminal:
+    if run.state.status is not WorkflowStatus.RUNNING:
         return
     deadlines = [d for d in (_workflow_deadline(run),) if d is not None]
     deadlines += [d.at for task in run.state.tasks.values() for d in task_deadlines(run, task)]

@@ -91,11 +91,88 @@ class Signal(Envelope):
 
 
 class TerminateWorkflow(Envelope):
-    """Operator command: stop the execution, cancel what is in flight."""
+    """Operator command: stop the execution, cancel what is in flight. With
+    `triggerFailureWorkflow` the definition's failureWorkflow starts, as after a failure."""
 
     type: Literal["terminate"] = "terminate"
     workflow_id: WorkflowId
     reason: Annotated[str | None, truncated] = None
+    trigger_failure_workflow: bool = False
+
+
+class PauseWorkflow(Envelope):
+    """Operator command: schedule nothing new until resumed; what runs finishes and is recorded."""
+
+    type: Literal["pause"] = "pause"
+    workflow_id: WorkflowId
+
+
+class ResumeWorkflow(Envelope):
+    """Operator command: go on from where the PAUSED execution stopped."""
+
+    type: Literal["resume"] = "resume"
+    workflow_id: WorkflowId
+
+
+class RestartWorkflow(Envelope):
+    """Operator command: run a finished execution again from the start, under the same id, in a
+    new epoch (the earlier run's task records stay readable)."""
+
+    type: Literal["restart"] = "restart"
+    workflow_id: WorkflowId
+    use_latest_definitions: bool = False
+    epoch: int | None = Field(
+        default=None, ge=0, le=JAVA_INT_MAX, description="The run the operator saw; another is refused."
+    )
+
+
+class RerunWorkflow(Envelope):
+    """Operator command (Conductor's RerunWorkflowRequest): run a finished execution again from
+    one of its task executions, keeping what ran before it."""
+
+    type: Literal["rerun"] = "rerun"
+    workflow_id: WorkflowId
+    re_run_from_task_id: Reference | None = None
+    task_input: dict[str, Any] | None = None
+    workflow_input: dict[str, Any] | None = None
+    correlation_id: Text | None = None
+    epoch: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
+
+
+class RetryWorkflow(Envelope):
+    """Operator command: run the failed (or timed-out, or cancelled) executions of a finished
+    execution again, each as its next attempt, and go on."""
+
+    type: Literal["retry"] = "retry"
+    workflow_id: WorkflowId
+    resume_subworkflow_tasks: bool = False
+    epoch: int | None = Field(default=None, ge=0, le=JAVA_INT_MAX)
+
+
+class SkipTask(Envelope):
+    """Operator command: the task under this reference, not yet run or running, ends SKIPPED
+    with the given output, and the workflow goes on."""
+
+    type: Literal["skip_task"] = "skip_task"
+    workflow_id: WorkflowId
+    task_reference_name: Reference
+    task_input: dict[str, Any] = Field(default_factory=dict)
+    task_output: dict[str, Any] = Field(default_factory=dict)
+
+
+class SubWorkflowReopened(Envelope):
+    """Sent by a child execution to its parent when an operator made the finished child run
+    again (retry, rerun, restart): the parent's SUB_WORKFLOW task waits for it again, and the
+    parent runs again from that task."""
+
+    type: Literal["subworkflow_reopened"] = "subworkflow_reopened"
+    workflow_id: WorkflowId = Field(description="The parent workflow.")
+    task_id: Reference = Field(description="The parent's SUB_WORKFLOW task execution.")
+    sub_workflow_id: WorkflowId
+
+
+LifecycleCommand = PauseWorkflow | ResumeWorkflow | RestartWorkflow | RerunWorkflow | RetryWorkflow | SkipTask
+"""The operations of docs/operations.md (terminate aside, which existed before them)."""
 
 
 class SubWorkflowEnded(Envelope):
@@ -129,7 +206,20 @@ class DecideRequest(Envelope):
 
 
 DeciderInbound = Annotated[
-    StartWorkflow | TaskResult | Signal | TerminateWorkflow | TimerFired | DecideRequest | SubWorkflowEnded,
+    StartWorkflow
+    | TaskResult
+    | Signal
+    | TerminateWorkflow
+    | TimerFired
+    | DecideRequest
+    | SubWorkflowEnded
+    | PauseWorkflow
+    | ResumeWorkflow
+    | RestartWorkflow
+    | RerunWorkflow
+    | RetryWorkflow
+    | SkipTask
+    | SubWorkflowReopened,
     Field(discriminator="type"),
 ]
 DECIDER_INBOUND: TypeAdapter[DeciderInbound] = TypeAdapter(DeciderInbound)
@@ -195,12 +285,15 @@ OutboxMessage = Annotated[
     | StartWorkflow
     | TerminateWorkflow
     | SubWorkflowEnded
-    | DecideRequest,
+    | DecideRequest
+    | RetryWorkflow
+    | SubWorkflowReopened,
     Field(discriminator="type"),
 ]
 """What a decision publishes after its commit: task dispatches, timer requests, lifecycle events,
 starts (failureWorkflow, SUB_WORKFLOW, START_WORKFLOW), terminations of child executions, a
-child's end reported to its parent, and a decide request to itself when a decision stopped at its
-step budget."""
+child's end reported to its parent, a retry of a failed child and a child's reopening reported to
+its parent (retry with resumeSubworkflowTasks, rerun inside a child), and a decide request to
+itself when a decision stopped at its step budget."""
 OUTBOX_MESSAGE: TypeAdapter[OutboxMessage] = TypeAdapter(OutboxMessage)
 WORKER_TASK: TypeAdapter[TaskMessage] = TypeAdapter(TaskMessage)

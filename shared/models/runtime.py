@@ -131,6 +131,28 @@ class DynamicNode(CamelModel):
         return node.model_dump(by_alias=True, exclude_defaults=True, mode="json")
 
 
+class PendingSkip(CamelModel):
+    """An operator's skip of a task not yet run: applied when the walk reaches its node."""
+
+    task_input: dict[str, Any] = Field(default_factory=dict)
+    task_output: dict[str, Any] = Field(default_factory=dict)
+
+
+class OperationRecord(CamelModel):
+    """One lifecycle command the decider took (or refused): what the api waits for to answer
+    the operator, and what an operator reads to learn who paused what when."""
+
+    id: str
+    operation: str
+    at: int
+    applied: bool
+    reason: str | None = None
+
+
+OPERATIONS_KEPT = 20
+"""How many lifecycle commands a workflow document remembers."""
+
+
 class WorkflowState(CamelModel):
     """Everything the decision core needs about one execution, besides its definition snapshot.
 
@@ -173,3 +195,19 @@ class WorkflowState(CamelModel):
     awaiting_continuation: bool = False
     """The last decision stopped at its step budget and asked itself (a decide request) to go
     on: the workflow is waiting for that decision, not stuck."""
+    last_retried_time: int = 0
+    """When a retry or rerun last made this execution run again (Conductor's lastRetriedTime):
+    the workflow's timeoutSeconds counts from then."""
+    held: list[str] = Field(default_factory=list)
+    """Executions created while PAUSED (a retry of a failure, a redelivery a timer asked for):
+    started or handed out on resume, in this order."""
+    pending_skips: dict[str, PendingSkip] = Field(default_factory=dict)
+    """Skips of tasks not yet run, by node reference."""
+    superseded: list[tuple[int, int]] = Field(default_factory=list)
+    """Ranges [first, last] of `seq` whose executions belong to earlier runs (before a restart or
+    a rerun): their task records stay readable, but they are not this run's executions."""
+    operations: list[OperationRecord] = Field(default_factory=list)
+    """The last OPERATIONS_KEPT lifecycle commands, oldest first."""
+
+    def is_superseded(self, seq: int) -> bool:
+        return any(first <= seq <= last for first, last in self.superseded)

@@ -34,6 +34,7 @@ PATH_VALUES = {
     "workflow_id": "wf-x",
     "task_type": "t",
     "task_ref_name": "r",
+    "task_reference_name": "r",
     "status": "COMPLETED",
     "task_id": "task-x",
     "letter_id": "0:0",

@@ -104,6 +104,7 @@ def test_what_each_role_may_do() -> None:
         Permission.START,
         Permission.SIGNAL,
         Permission.TERMINATE,
+        Permission.OPERATE,
     }
     assert GRANTS[Role.WORKER] == {Permission.WORK}
     assert GRANTS[Role.READER] == {Permission.READ}
