@@ -10,6 +10,7 @@ apply); the decider checks again, since the state may move between the read and 
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import uuid
 from typing import Annotated, Any
@@ -209,7 +210,27 @@ async def rerun(ctx: ApiContext, workflow_id: str, request: RerunWorkflowRequest
             epoch=target.state.epoch,
         ),
     )
+    if target is not document:  # the child tells its parents; answer once they run again
+        if not await _until_running_again(ctx, workflow_id, document.state.epoch):
+            raise ApiError(
+                503,
+                f"the sub-workflow {target.workflow_id!r} runs again, but workflow {workflow_id!r} has not "
+                f"followed within {ctx.start_visible_within_s:g} s: it is catching up",
+                headers={"Retry-After": "2"},
+            )
     return workflow_id
+
+
+async def _until_running_again(ctx: ApiContext, workflow_id: str, epoch_before: int) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ctx.start_visible_within_s
+    while True:
+        document = await ctx.store.load_workflow(workflow_id)
+        if document is not None and document.state.epoch > epoch_before:
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.01)
 
 
 async def skip(ctx: ApiContext, workflow_id: str, task_reference_name: str, request: SkipTaskRequest) -> None:

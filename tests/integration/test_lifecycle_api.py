@@ -294,3 +294,74 @@ def test_bulk_operations_answer_conductors_bulk_response(
     retried = http.post("/api/workflow/bulk/retry", json=ids).json()
     assert list(retried["bulkErrorResults"]) == ids  # running again: nothing to retry
     assert http.put("/api/workflow/bulk/pause", json=["x"] * 1001).status_code == 400
+
+
+def parent_and_child(http: httpx.Client) -> tuple[str, str]:
+    """A parent whose one task is a SUB_WORKFLOW running a child of one SIMPLE task."""
+    child, task_type = three_steps(http)
+    http.post(
+        "/api/metadata/workflow",
+        json={
+            "name": child,
+            "version": 2,
+            "tasks": [{"name": task_type, "taskReferenceName": "work", "type": "SIMPLE"}],
+            "outputParameters": {"v": "${work.output.v}"},
+        },
+    ).raise_for_status()
+    parent = f"{child}_parent"
+    http.post(
+        "/api/metadata/workflow",
+        json={
+            "name": parent,
+            "version": 1,
+            "tasks": [
+                {
+                    "name": "sub",
+                    "taskReferenceName": "sub",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": child, "version": 2},
+                }
+            ],
+            "outputParameters": {"v": "${sub.output.v}"},
+        },
+    ).raise_for_status()
+    return parent, task_type
+
+
+@pytest.mark.parametrize("resume_subworkflow_tasks", [False, True])
+def test_retry_of_a_failed_sub_workflow_task(
+    http: httpx.Client, workflows: OrkesWorkflowClient, resume_subworkflow_tasks: bool
+) -> None:
+    parent, task_type = parent_and_child(http)
+    workflow_id = start(http, parent)
+    failed = run(http, task_type, "work", "FAILED")
+    first_child = failed["workflowInstanceId"]
+    until_status(workflows, first_child, "FAILED")
+    until_status(workflows, workflow_id, "FAILED")
+    workflows.retry_workflow(workflow_id, resume_subworkflow_tasks=resume_subworkflow_tasks)
+    again = run(http, task_type, "work", v=7)
+    done = until_status(workflows, workflow_id, "COMPLETED")
+    assert done.output == {"v": 7}
+    if resume_subworkflow_tasks:  # the same child, retried in place
+        assert again["workflowInstanceId"] == first_child
+        assert until_status(workflows, first_child, "COMPLETED").tasks[-1].retry_count == 1
+        assert tasks_of(done) == [("sub", "COMPLETED")]
+    else:  # a new attempt of the SUB_WORKFLOW task, with a new child
+        assert again["workflowInstanceId"] != first_child
+        assert status_of(workflows, first_child).status == "FAILED"
+        assert tasks_of(done) == [("sub", "FAILED"), ("sub", "COMPLETED")]
+
+
+def test_rerun_from_a_task_of_a_sub_workflow_reruns_the_child_and_the_parent(
+    http: httpx.Client, workflows: OrkesWorkflowClient
+) -> None:
+    parent, task_type = parent_and_child(http)
+    workflow_id = start(http, parent)
+    child_task = run(http, task_type, "work", v=1)
+    until_status(workflows, workflow_id, "COMPLETED")
+    request = RerunWorkflowRequest(re_run_from_task_id=child_task["taskId"], task_input={"again": True})
+    assert workflows.rerun_workflow(workflow_id, request) == workflow_id
+    again = run(http, task_type, "work", v=2)
+    assert again["workflowInstanceId"] == child_task["workflowInstanceId"] and again["inputData"] == {"again": True}
+    done = until_status(workflows, workflow_id, "COMPLETED")
+    assert done.output == {"v": 2} and tasks_of(done) == [("sub", "COMPLETED")]
