@@ -59,6 +59,7 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
         limits=Limits(max_steps=settings.decision_max_steps, payload=settings.payload_limits),
         sandbox=sandbox,
         freeze_marker=settings.fault_freeze_marker,
+        kill_marker=settings.fault_kill_before_command_commit,
     )
     for _ in range(settings.decider_consumers):  # one handler: its cache and its jq helpers are shared
         bus.subscribe(

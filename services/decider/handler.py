@@ -111,6 +111,7 @@ class DeciderHandler:
         limits: Limits | None = None,
         sandbox: Sandbox | None = None,
         freeze_marker: str | None = None,
+        kill_marker: str | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -122,6 +123,22 @@ class DeciderHandler:
         self._background: set[asyncio.Task[None]] = set()
         self._freeze_marker = freeze_marker
         """Test hook (CAIRN_FAULT_FREEZE_MARKER): see `_freeze_if_asked`."""
+        self._kill_marker = kill_marker
+        """Test hook (CAIRN_FAULT_KILL_BEFORE_COMMAND_COMMIT): see `_kill_if_asked`."""
+
+    def _kill_if_asked(self, groups: dict[str, list[_Item]], committing: list[str]) -> None:
+        """Test hook: die as `kill -9` would, between reading a workflow and committing a decision
+        that applies a lifecycle command to it (its id holds the marker): the command must come
+        back from the bus and be applied once, by the next decider."""
+        marker = self._kill_marker
+        if not marker:
+            return
+        for workflow_id in committing:
+            if marker in workflow_id and any(
+                item.received.topic == self.topics.workflow_command for item in groups[workflow_id]
+            ):
+                log.error("test hook: SIGKILL before the commit of a command on %s", workflow_id)
+                os.kill(os.getpid(), signal.SIGKILL)
 
     def _freeze_if_asked(self, groups: dict[str, list[_Item]], committing: list[str]) -> None:
         """Test hook: the first time this process is about to commit a decision on a signal for a
@@ -221,6 +238,7 @@ class DeciderHandler:
             _report(plan)
         commits = [plan for plan in plans if plan.commit is not None]
         self._freeze_if_asked(groups, [plan.workflow_id for plan in commits])
+        self._kill_if_asked(groups, [plan.workflow_id for plan in commits])
         with tracer.start_as_current_span(
             "cairn.commit",
             attributes={
@@ -268,9 +286,12 @@ class DeciderHandler:
         ) as span:
             plan = _Plan(workflow_id, headers=telemetry.inject())
             exists = document is not None
-            events = [
-                item.message for item in items if document is None or item.message.id not in document.inbox
-            ]
+            seen = set(document.inbox) if document is not None else set()
+            events = []
+            for item in items:  # a message redelivered within one batch, too, is applied once
+                if item.message.id not in seen:
+                    seen.add(item.message.id)
+                    events.append(item.message)
             if document is None:
                 start = next((event for event in events if isinstance(event, StartWorkflow)), None)
                 if start is None:
