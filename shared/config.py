@@ -248,9 +248,9 @@ class CairnSettings(BaseSettings):
     )
     fault_kill_before_command_commit: str | None = Field(
         None,
-        description="Tests only: a decider kills its own process (SIGKILL) right before committing a decision "
-        "that applies a lifecycle command (pause, restart, ...) to a workflow whose id contains this text, to "
-        "show that the command is not lost. Never set it in production.",
+        description="Tests only: a decider kills its own process (SIGKILL) right before committing a "
+        "decision that applies a lifecycle command (pause, restart, ...) to a workflow whose id contains "
+        "this text, to show that the command is not lost. Never set it in production.",
     )
     fault_kill_after_claim: str | None = Field(
         None,

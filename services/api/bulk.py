@@ -39,7 +39,9 @@ async def _each(ids: list[str], operation: Callable[[str], Awaitable[None]]) -> 
     unique = list(dict.fromkeys(ids))
     await asyncio.gather(*(one(workflow_id) for workflow_id in unique))
     return {
-        "bulkErrorResults": {workflow_id: errors[workflow_id] for workflow_id in unique if workflow_id in errors},
+        "bulkErrorResults": {
+            workflow_id: errors[workflow_id] for workflow_id in unique if workflow_id in errors
+        },
         "bulkSuccessfulResults": [workflow_id for workflow_id in unique if workflow_id not in errors],
     }
 

@@ -42,7 +42,9 @@ async def _create_topics(cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def kafka_api(kafka_bootstrap: str, mongo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def kafka_api(
+    kafka_bootstrap: str, mongo_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """The services and the api on Kafka + MongoDB, shared by this module's tests (each test
     registers its own definitions and task types)."""
     cluster = Cluster(kafka_bootstrap, mongo_url, uuid.uuid4().hex[:10], Path(tmp_path_factory.mktemp("ops")))

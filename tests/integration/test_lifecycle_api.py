@@ -362,6 +362,8 @@ def test_rerun_from_a_task_of_a_sub_workflow_reruns_the_child_and_the_parent(
     request = RerunWorkflowRequest(re_run_from_task_id=child_task["taskId"], task_input={"again": True})
     assert workflows.rerun_workflow(workflow_id, request) == workflow_id
     again = run(http, task_type, "work", v=2)
-    assert again["workflowInstanceId"] == child_task["workflowInstanceId"] and again["inputData"] == {"again": True}
+    assert again["workflowInstanceId"] == child_task["workflowInstanceId"] and again["inputData"] == {
+        "again": True
+    }
     done = until_status(workflows, workflow_id, "COMPLETED")
     assert done.output == {"v": 2} and tasks_of(done) == [("sub", "COMPLETED")]
