@@ -37,6 +37,13 @@ def test_every_example_parses_as_the_message_it_shows() -> None:
             "timer_fired",
             "decide_request",
             "subworkflow_ended",
+            "pause",
+            "resume",
+            "restart",
+            "rerun",
+            "retry",
+            "skip_task",
+            "subworkflow_reopened",
         }
         if data["type"] in inbound:
             DECIDER_INBOUND.validate_python(data)
