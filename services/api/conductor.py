@@ -131,7 +131,8 @@ def workflow_json(document: WorkflowDocument, tasks: list[TaskState] | None) -> 
         "parentWorkflowTaskId": state.parent_workflow_task_id,
         "reRunFromWorkflowId": None,
         "event": None,
-        "lastRetriedTime": 0,
+        "lastRetriedTime": state.last_retried_time,
+        "idempotencyKey": state.idempotency_key,
         "history": [],
         "workflowDefinition": (
             document.definition.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -192,4 +193,5 @@ def workflow_summary_json(document: WorkflowDocument) -> dict[str, Any]:
         "event": None,
         "failedReferenceTaskNames": "",
         "priority": 0,
+        "idempotencyKey": state.idempotency_key,
     }

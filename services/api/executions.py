@@ -7,14 +7,14 @@ import asyncio
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import Field
 
 from services.api.conductor import workflow_json, workflow_summary_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
 from services.api.views import load_executions
-from shared import telemetry
+from shared import idempotency, telemetry
 from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import outgoing
 from shared.models.documents import WorkflowDocument
@@ -28,7 +28,7 @@ from shared.models.limits import (
     definition_limits,
     payload_problems,
 )
-from shared.models.messages import StartWorkflow, TerminateWorkflow
+from shared.models.messages import IdempotencyStrategy, StartWorkflow, TerminateWorkflow
 from shared.models.runtime import CamelModel, WorkflowStatus
 
 router = APIRouter(prefix="/api/workflow", tags=["workflow"])
@@ -48,6 +48,8 @@ class StartWorkflowRequest(CamelModel):
         default=None, description="Cairn extension: choose the id (idempotent start)."
     )
     workflow_def: dict[str, Any] | None = None
+    idempotency_key: Text | None = None
+    idempotency_strategy: IdempotencyStrategy = IdempotencyStrategy.FAIL
 
 
 async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str:
@@ -74,18 +76,43 @@ async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str
     elif await ctx.store.get_workflow_def(request.name, request.version) is None:
         which = f"version {request.version} of " if request.version is not None else ""
         raise ApiError(404, f"no {which}workflow definition named {request.name!r}; register it first")
-    workflow_id = request.workflow_id or str(uuid.uuid4())
+    key = request.idempotency_key
+    if key is not None:
+        if request.workflow_id is not None:
+            raise ApiError(
+                400,
+                "workflowId and idempotencyKey: give one (a keyed execution's id is derived from its key)",
+            )
+        resolution = await idempotency.resolve(ctx.store, request.name, key, request.idempotency_strategy)
+        if resolution.action == "existing":
+            return resolution.workflow_id
+        if resolution.action == "conflict":
+            raise ApiError(409, resolution.conflict_message(key))
+        workflow_id = resolution.workflow_id
+        message_id = f"start:{workflow_id}:{uuid.uuid4()}"  # which of racing starts created it
+    else:
+        workflow_id = request.workflow_id or str(uuid.uuid4())
+        message_id = f"start:{workflow_id}"
     message = StartWorkflow(
-        id=f"start:{workflow_id}",
+        id=message_id,
         workflow_id=workflow_id,
         name=request.name,
         version=request.version,
         input=request.input,
         correlation_id=request.correlation_id,
         workflow_def=inline,
+        idempotency_key=key,
+        idempotency_strategy=request.idempotency_strategy if key is not None else None,
     )
     await ctx.bus.publish([outgoing(ctx.topics.workflow_start, message, workflow_id, telemetry.inject())])
-    if not await _until_visible(ctx, workflow_id):
+    visible = await _until_visible(ctx, workflow_id)
+    if visible and key is not None:
+        document = await ctx.store.load_workflow(workflow_id)
+        if document is not None and document.state.started_by != message_id:  # another start won
+            if request.idempotency_strategy is IdempotencyStrategy.RETURN_EXISTING:
+                return workflow_id
+            raise ApiError(409, f"Workflow with the idempotency key {key} already exists ({workflow_id})")
+    if not visible:
         raise ApiError(
             503,
             f"workflow {workflow_id!r} was started (its start is durable) but the engine has not made it "
@@ -170,9 +197,19 @@ async def start_workflow_by_name(
     body: Annotated[dict[str, Any] | None, Body()] = None,
     version: Annotated[int | None, Query(ge=1, le=JAVA_INT_MAX)] = None,
     correlationId: Annotated[str | None, Query(max_length=1000)] = None,
+    idempotency_key: Annotated[str | None, Header(alias="X-Idempotency-key", max_length=1000)] = None,
+    on_conflict: Annotated[IdempotencyStrategy, Header(alias="X-on-conflict")] = IdempotencyStrategy.FAIL,
 ) -> str:
-    """Start an execution of `name` with the body as its input; returns its id as text."""
-    request = StartWorkflowRequest(name=name, version=version, correlation_id=correlationId, input=body or {})
+    """Start an execution of `name` with the body as its input; returns its id as text. Orkes's
+    headers X-Idempotency-key and X-on-conflict make it an idempotent start."""
+    request = StartWorkflowRequest(
+        name=name,
+        version=version,
+        correlation_id=correlationId,
+        input=body or {},
+        idempotency_key=idempotency_key,
+        idempotency_strategy=on_conflict,
+    )
     return await start_execution(ctx, request)
 
 

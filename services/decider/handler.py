@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from services.decider import keyed_starts
 from services.decider.recent import RecentDocuments
 from services.decider.snapshot import resolve_snapshot
 from shared import telemetry
@@ -165,6 +166,7 @@ class DeciderHandler:
         started = time.perf_counter()
         groups: dict[str, list[_Item]] = {}
         dead: list[Outgoing] = []
+        forwards: list[Outgoing] = []
         for received in batch:
             try:
                 message = parse(received, DECIDER_INBOUND)
@@ -173,7 +175,14 @@ class DeciderHandler:
                 log.warning("dead-lettering %s@%s: %s", received.topic, received.offset, error)
                 dead.append(dead_letter(received, str(error), self.topics.dead_letter))
                 continue
+            if isinstance(message, StartWorkflow) and message.idempotency_key is not None:
+                placement = await keyed_starts.place(self.store, self.topics, message)
+                forwards.extend(placement.forward)
+                if not placement.keep:
+                    continue
             groups.setdefault(workflow_id_of(message), []).append(_Item(received, message))
+        if forwards:  # before the batch is acknowledged: a crash forwards them again (same ids)
+            await self.bus.publish(forwards)
         pending = groups
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             if not pending:

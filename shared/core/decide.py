@@ -78,6 +78,8 @@ def new_workflow_state(snapshot: WorkflowDef, start: StartWorkflow, now: int) ->
         update_time=now,
         parent_workflow_id=start.parent_workflow_id,
         parent_workflow_task_id=start.parent_workflow_task_id,
+        idempotency_key=start.idempotency_key,
+        started_by=start.id,
     )
 
 

@@ -7,6 +7,7 @@ ignore what no longer matches the workflow's state. docs/protocol.md documents e
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -24,6 +25,15 @@ from shared.models.limits import (
 from shared.models.runtime import TaskStatus
 
 SCHEMA_VERSION: Literal[1] = 1
+
+
+class IdempotencyStrategy(StrEnum):
+    """What a start with an idempotencyKey does when an execution already holds the key
+    (Orkes Conductor's; shared/idempotency.py)."""
+
+    FAIL = "FAIL"
+    RETURN_EXISTING = "RETURN_EXISTING"
+    FAIL_ON_RUNNING = "FAIL_ON_RUNNING"
 
 
 class Envelope(BaseModel):
@@ -61,6 +71,15 @@ class StartWorkflow(Envelope):
     )
     parent_workflow_task_id: str | None = Field(
         default=None, description="The parent's SUB_WORKFLOW task execution, told when this one ends."
+    )
+    idempotency_key: Text | None = Field(
+        default=None,
+        description="One execution per key and workflow name: the execution runs under the id derived "
+        "from (name, key), and a start whose key is held is refused, or answered with the holder "
+        "(idempotencyStrategy; docs/protocol.md).",
+    )
+    idempotency_strategy: IdempotencyStrategy | None = Field(
+        default=None, description="FAIL (the default), RETURN_EXISTING or FAIL_ON_RUNNING."
     )
 
 

@@ -195,6 +195,11 @@ class WorkflowState(CamelModel):
     awaiting_continuation: bool = False
     """The last decision stopped at its step budget and asked itself (a decide request) to go
     on: the workflow is waiting for that decision, not stuck."""
+    idempotency_key: str | None = None
+    """The key this execution holds (Orkes's idempotencyKey), if it was started with one."""
+    started_by: str | None = None
+    """The id of the start message that created this execution (a redelivered keyed start is
+    told apart from a new one by it)."""
     last_retried_time: int = 0
     """When a retry or rerun last made this execution run again (Conductor's lastRetriedTime):
     the workflow's timeoutSeconds counts from then."""
