@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.conformance.operation_cases import Step, build_operation_cases
+
 JS = "javascript"
 
 
@@ -26,6 +28,10 @@ class Case:
     needs_conductor_kafka: bool = False
     """An EVENT to a `kafka:` sink: Conductor publishes only when it was started with Kafka event
     queues (CAIRN_LOCAL_CONDUCTOR_KAFKA_BOOTSTRAP), otherwise its task FAILS 'Unknown queue type'."""
+    steps: tuple[Step, ...] = ()
+    """Lifecycle operations to make on the started workflow, in order (operation_cases.py)."""
+    idempotency_key: str | None = None
+    """The first start carries this idempotencyKey (strategy FAIL, the clients' default)."""
 
     @property
     def main(self) -> dict[str, Any]:
@@ -43,7 +49,7 @@ def task_defs(prefix: str) -> list[dict[str, Any]]:
         "timeoutPolicy": "TIME_OUT_WF",
         "responseTimeoutSeconds": 60,
     }
-    defs = [{**common, "name": f"{prefix}{kind}"} for kind in ("echo", "fail", "tools", "think")]
+    defs = [{**common, "name": f"{prefix}{kind}"} for kind in ("echo", "fail", "once", "tools", "think")]
     defs.append({**common, "name": f"{prefix}flaky", "retryCount": 1})
     return defs
 
@@ -1095,4 +1101,5 @@ def build_cases(prefix: str, http_base: str = "http://127.0.0.1:9") -> dict[str,
             ],
         ),
     ]
+    cases.extend(build_operation_cases(prefix, Case))
     return {case.name: case for case in cases}

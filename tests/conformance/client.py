@@ -61,9 +61,13 @@ class ConductorRest:
 
     # ---- executions ----------------------------------------------------------------------------
 
-    def start(self, name: str, version: int, workflow_input: dict[str, Any]) -> str:
+    def start(
+        self, name: str, version: int, workflow_input: dict[str, Any], idempotency_key: str | None = None
+    ) -> str:
         """POST /api/workflow with a StartWorkflowRequest; the new workflow's id."""
-        request = {"name": name, "version": version, "input": workflow_input}
+        request: dict[str, Any] = {"name": name, "version": version, "input": workflow_input}
+        if idempotency_key is not None:
+            request["idempotencyKey"] = idempotency_key
         return self._call("POST", "/workflow", json=request).text.strip().strip('"')
 
     def get(self, workflow_id: str) -> dict[str, Any]:

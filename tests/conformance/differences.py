@@ -139,4 +139,66 @@ KNOWN_DIFFERENCES: dict[str, tuple[Difference, ...]] = {
             ),
         ),
     ),
+    # ---- lifecycle operations and idempotent starts (docs/operations.md) ----
+    "op_rerun_loop_iteration": (
+        Difference(
+            "deliberate",
+            "Rerun from an iteration of a finished DO_WHILE: Conductor deletes the later tasks but leaves "
+            "the loop COMPLETED, so nothing runs again and the workflow stays RUNNING with nothing "
+            "scheduled, for good; Cairn takes the loop back to that iteration, which goes on from there "
+            "(docs/operations.md).",
+            ("status", "taskOrder", "tasks[after]", "tasks[body__3]"),
+        ),
+    ),
+    "op_rerun_fork_branch": (
+        Difference(
+            "deliberate",
+            "Rerun from a fork branch's task: Conductor runs the task again (with the taskInput) and "
+            "reopens the JOIN, but the JOIN keeps the output it collected in the earlier run, so it "
+            "shows the branch's old output; Cairn's JOIN collects again and shows the new one.",
+            ("tasks[join].outputData.a2.doubled", "tasks[join].outputData.a2.echo.x"),
+        ),
+    ),
+    "op_skip": (
+        Difference(
+            "deliberate",
+            "Skip of a task not yet reached: Conductor writes its SKIPPED record at once (so it comes "
+            "before the task that was running); Cairn records the skip and writes the record when the "
+            "workflow reaches the task, in the order the task would have run.",
+            ("taskOrder",),
+        ),
+    ),
+    "op_terminate_trigger_failure": (
+        Difference(
+            "deliberate",
+            "Terminate with triggerFailureWorkflow: Conductor OSS ignores the parameter (it is Orkes "
+            "Conductor's) and starts no failure workflow; Cairn starts it, as Orkes does.",
+            ("output", 'output["conductor.failure_workflow"]'),
+        ),
+    ),
+    "op_idempotent_fail": (
+        Difference(
+            "deliberate",
+            "Conductor OSS accepts idempotencyKey and ignores it (conductor-oss/conductor#1527): a second "
+            "start with the same key starts a second execution. Cairn follows Orkes Conductor: FAIL "
+            "refuses it with 409.",
+            ('answers["start again (FAIL)"]',),
+        ),
+    ),
+    "op_idempotent_return_existing": (
+        Difference(
+            "deliberate",
+            "Conductor OSS ignores idempotencyKey (#1527) and starts a second execution; Cairn follows "
+            "Orkes: RETURN_EXISTING answers the execution that holds the key.",
+            ('answers["same execution"]',),
+        ),
+    ),
+    "op_idempotent_fail_on_running": (
+        Difference(
+            "deliberate",
+            "Conductor OSS ignores idempotencyKey (#1527); Cairn follows Orkes: FAIL_ON_RUNNING refuses a "
+            "start while the execution holding the key runs (409).",
+            ('answers["start again (FAIL_ON_RUNNING)"]',),
+        ),
+    ),
 }

@@ -74,11 +74,14 @@ def normalise(execution: dict[str, Any], prefix: str) -> dict[str, Any]:
     for task in execution.get("tasks") or []:
         kept = {name: clean(task.get(name), name) for name in TASK_FIELDS}
         tasks.append(kept)
-    return {
+    result = {
         "status": execution.get("status"),
         "output": clean(execution.get("output") or {}),
         "tasks": tasks,
     }
+    if "answers" in execution:  # what the operations' calls answered (operation_cases.py)
+        result["answers"] = clean(execution["answers"])
+    return result
 
 
 def _key(key: str) -> str:
@@ -112,6 +115,8 @@ def task_keys(tasks: list[dict[str, Any]]) -> list[str]:
 
 def flatten_result(result: dict[str, Any]) -> dict[str, str]:
     flat = flatten({"status": result.get("status"), "output": result.get("output")})
+    if "answers" in result:
+        flat.update(flatten({"answers": result["answers"]}))
     tasks = result.get("tasks") or []
     keys = task_keys(tasks)
     flat["taskOrder"] = json.dumps(", ".join(keys))

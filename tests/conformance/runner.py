@@ -54,18 +54,34 @@ def run_case(rest: ConductorRest, case: Case) -> Outcome:
     t0 = time.monotonic()
     try:
         rest.register_workflows(list(reversed(case.workflows)))  # children first
-        workflow_id = rest.start(case.main["name"], case.main["version"], case.input)
+        workflow_id = rest.start(case.main["name"], case.main["version"], case.input, case.idempotency_key)
         completed_human: set[str] = set()
         deadline = t0 + case.within_s
+        steps = list(case.steps)
+        answers: dict[str, Any] = {}
         while True:
             execution = rest.get(workflow_id)
+            if steps and steps[0].ready(execution):
+                steps.pop(0).act(rest, workflow_id, execution, answers)
+                continue
+            if steps:
+                if time.monotonic() > deadline:
+                    answers["not reached"] = steps[0].name
+                    return Outcome(
+                        rest.name, {**execution, "answers": answers}, seconds=time.monotonic() - t0
+                    )
+                time.sleep(POLL_INTERVAL_S)
+                continue
             if execution.get("status") in TERMINAL:
                 # Read once more, a moment later: a task still being updated (a JOIN the
                 # system-task worker evaluates) settles first.
                 time.sleep(SETTLE_S)
-                return Outcome(rest.name, rest.get(workflow_id), seconds=time.monotonic() - t0)
+                final = rest.get(workflow_id)
+                if case.steps:
+                    final["answers"] = answers
+                return Outcome(rest.name, final, seconds=time.monotonic() - t0)
             if time.monotonic() > deadline:
-                return Outcome(rest.name, execution, seconds=time.monotonic() - t0)
+                return Outcome(rest.name, {**execution, "answers": answers}, seconds=time.monotonic() - t0)
             if case.human_output is not None:
                 for task in execution.get("tasks") or []:
                     if (

@@ -6,6 +6,8 @@ kinds:
 
 - `echo`: `{echo: inputData, worker: "conformance"}`, plus `doubled: 2 * x` when `x` is a number;
 - `flaky`: FAILED on the first attempt (retryCount 0), then COMPLETED with `{attempt, echo}`;
+- `once`: FAILED on the first attempt, COMPLETED with `{attempt, echo}` after (its TaskDef has no
+  retries, so the workflow fails: an operator's retry or rerun makes the next attempt);
 - `fail`: always FAILED, with output `{failed: true}`;
 - `tools`: the agent loop's tool listing, `{tools: [...]}`;
 - `think`: the agent loop's model stand-in: `{action: "call" | "done", tool, turn}`, "done" from
@@ -20,7 +22,7 @@ from typing import Any
 
 from tests.conformance.client import ConductorRest
 
-KINDS = ("echo", "flaky", "fail", "tools", "think")
+KINDS = ("echo", "flaky", "once", "fail", "tools", "think")
 TOOLS = ["search", "calculator", "weather"]
 
 
@@ -37,6 +39,11 @@ def outcome(kind: str, task: dict[str, Any]) -> tuple[str, dict[str, Any], str |
         attempt = int(task.get("retryCount") or 0)
         if attempt == 0:
             return "FAILED", {"attempt": attempt}, "flaky: the first attempt fails"
+        return "COMPLETED", {"attempt": attempt, "echo": given}, None
+    if kind == "once":
+        attempt = int(task.get("retryCount") or 0)
+        if attempt == 0 and not given.get("again"):
+            return "FAILED", {"attempt": attempt}, "once: the first attempt fails"
         return "COMPLETED", {"attempt": attempt, "echo": given}, None
     if kind == "fail":
         return "FAILED", {"failed": True}, "fail: this task always fails"
