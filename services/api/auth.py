@@ -41,6 +41,7 @@ OPEN_ROUTES = frozenset({("GET", "/health"), ("POST", "/api/token")})
 P = Permission
 ROUTE_PERMISSIONS: dict[tuple[str, str], Permission] = {
     # metadata
+    ("GET", "/api/metadata/taskdefs"): P.READ,
     ("GET", "/api/metadata/taskdefs/{name}"): P.READ,
     ("GET", "/api/metadata/workflow"): P.READ,
     ("GET", "/api/metadata/workflow/{name}"): P.READ,
@@ -57,6 +58,8 @@ ROUTE_PERMISSIONS: dict[tuple[str, str], Permission] = {
     ("GET", "/api/workflow/{workflow_id}"): P.READ,
     ("GET", "/api/workflow/running/{name}"): P.READ,
     ("GET", "/api/workflow/search"): P.READ,
+    ("GET", "/api/workflow/{name}/correlated/{correlation_id}"): P.READ,
+    ("POST", "/api/workflow/{name}/correlated"): P.READ,
     ("DELETE", "/api/workflow/{workflow_id}"): P.TERMINATE,
     ("DELETE", "/api/workflow/{workflow_id}/remove"): P.REMOVE,
     ("PUT", "/api/workflow/{workflow_id}/pause"): P.OPERATE,

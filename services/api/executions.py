@@ -30,6 +30,16 @@ from shared.models.limits import (
 )
 from shared.models.messages import IdempotencyStrategy, StartWorkflow, TerminateWorkflow
 from shared.models.runtime import CamelModel, WorkflowStatus
+from shared.search import (
+    MAX_SIZE,
+    AllOf,
+    Condition,
+    QueryError,
+    SearchRequest,
+    free_text_of,
+    parse_query,
+    parse_sort,
+)
 
 router = APIRouter(prefix="/api/workflow", tags=["workflow"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -168,26 +178,80 @@ async def running_workflows(
 @router.get("/search")
 async def search_workflows(
     ctx: Ctx,
-    start: Annotated[int, Query(ge=0, le=100_000)] = 0,
-    size: Annotated[int, Query(ge=1, le=5000)] = 100,
+    start: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    size: Annotated[int, Query(ge=0)] = 100,
+    sort: str | None = None,
+    freeText: str | None = None,
+    query: str | None = None,
     status: WorkflowStatus | None = None,
     workflowType: str | None = None,
-    query: str | None = None,
-    freeText: str | None = None,
 ) -> dict[str, Any]:
-    """Executions, most recently updated first, as Conductor's SearchResult of WorkflowSummary.
-    Cairn filters by `status` and `workflowType` parameters; Conductor's query language is not
-    implemented, so a `query` is refused rather than ignored."""
-    if query or (freeText and freeText != "*"):
+    """Conductor's search: its query language, freeText, sort, start and size, answered as a
+    SearchResult of WorkflowSummary with the exact totalHits (shared/search.py). `status` and
+    `workflowType` parameters, Cairn's own, are conditions ANDed to the query."""
+    if size > MAX_SIZE:
         raise ApiError(
             400,
-            "query: Conductor's search query language is not supported; "
-            "filter with status= and workflowType=",
-            [("query", "not supported")],
+            f"size: cannot return more than {MAX_SIZE} workflows; page with start",
+            [("size", "too large")],
         )
-    documents = await ctx.store.list_workflows(status=status, name=workflowType, limit=start + size)
-    page = documents[start:]
-    return {"totalHits": len(documents), "results": [workflow_summary_json(d) for d in page]}
+    try:
+        parsed = parse_query(query)
+        order = parse_sort(sort)
+    except QueryError as error:
+        where = "sort" if str(error).startswith("sort") else "query"
+        raise ApiError(400, str(error), [(where, str(error))]) from None
+    extra = [
+        Condition(field, "=", (value,))
+        for field, value in (("status", status), ("workflowType", workflowType))
+        if value
+    ]
+    if extra:
+        parsed = AllOf((*extra, parsed)) if parsed is not None else AllOf(tuple(extra))
+    request = SearchRequest(parsed, free_text_of(freeText), order, start, size)
+    total, documents = await ctx.store.search_workflows(request)
+    return {"totalHits": total, "results": [workflow_summary_json(d) for d in documents]}
+
+
+@router.get("/{name}/correlated/{correlation_id}")
+async def correlated_workflows(
+    ctx: Ctx, name: str, correlation_id: str, includeClosed: bool = False, includeTasks: bool = False
+) -> list[dict[str, Any]]:
+    """The executions of `name` with this correlationId (RUNNING only unless includeClosed:
+    as in Conductor, a PAUSED one counts as closed here), oldest first."""
+    return (await _correlated(ctx, name, [correlation_id], includeClosed, includeTasks))[correlation_id]
+
+
+@router.post("/{name}/correlated")
+async def correlated_workflows_of_many(
+    ctx: Ctx,
+    name: str,
+    correlation_ids: Annotated[list[str], Body(max_length=1000)],
+    includeClosed: bool = False,
+    includeTasks: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
+    """Conductor's batch form: correlationId -> its executions."""
+    return await _correlated(ctx, name, correlation_ids, includeClosed, includeTasks)
+
+
+async def _correlated(
+    ctx: ApiContext, name: str, correlation_ids: list[str], include_closed: bool, include_tasks: bool
+) -> dict[str, list[dict[str, Any]]]:
+    answers: dict[str, list[dict[str, Any]]] = {}
+    for correlation_id in dict.fromkeys(correlation_ids):
+        conditions: list[Condition] = [
+            Condition("workflowType", "=", (name,)),
+            Condition("correlationId", "=", (correlation_id,)),
+        ]
+        if not include_closed:
+            conditions.append(Condition("status", "=", (WorkflowStatus.RUNNING.value,)))
+        request = SearchRequest(AllOf(tuple(conditions)), None, (("startTime", False),), 0, MAX_SIZE)
+        _, documents = await ctx.store.search_workflows(request)
+        answers[correlation_id] = [
+            workflow_json(d, await load_executions(ctx.store, d) if include_tasks else None)
+            for d in documents
+        ]
+    return answers
 
 
 @router.post("/{name}", response_class=PlainTextResponse)

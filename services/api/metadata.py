@@ -91,6 +91,12 @@ async def delete_task_def(ctx: Ctx, name: str) -> Response:
     return Response(status_code=200)
 
 
+@router.get("/taskdefs")
+async def list_task_defs(ctx: Ctx) -> list[dict[str, Any]]:
+    """Every registered task definition, by name (Conductor's list)."""
+    return [_dump(task_def) for task_def in await ctx.store.list_task_defs()]
+
+
 @router.get("/taskdefs/{name}")
 async def get_task_def(ctx: Ctx, name: str) -> dict[str, Any]:
     found = (await ctx.store.get_task_defs([name])).get(name)

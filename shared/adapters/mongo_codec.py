@@ -72,8 +72,16 @@ def workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> di
     data["_id"] = document.workflow_id
     data["snapshotId"] = snapshot_id
     # Top-level copies of what queries filter on; the nested state stays the source of truth.
-    data["status"] = document.state.status.value
-    data["name"] = document.state.workflow_name
+    state = document.state
+    data["status"] = state.status.value
+    data["name"] = state.workflow_name
+    # ... and what searches filter and sort on (mongo_search)
+    data["correlationId"] = state.correlation_id
+    data["startTime"] = state.start_time or state.create_time
+    data["endTime"] = state.end_time or None
+    data["workflowVersion"] = state.workflow_version
+    data["parentWorkflowId"] = state.parent_workflow_id
+    data["idempotencyKey"] = state.idempotency_key
     data["taskIds"] = [task.task_id for task in document.state.tasks.values()]  # multikey index
     # What the api reads to answer workers (load_heads), without the opaque state; JSON text,
     # as FerretDB stores no nested arrays.

@@ -40,6 +40,7 @@ from typing import Any
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel
 from pymongo.errors import DuplicateKeyError
 
+from shared.adapters import mongo_search
 from shared.adapters.mongo_codec import (
     OPAQUE_WORKFLOW_FIELDS,
     SnapshotCache,
@@ -55,6 +56,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import WorkflowDocument
 from shared.models.runtime import TaskState, WorkflowStatus
 from shared.ports.store import WorkflowHeads, decode_heads, heads_of
+from shared.search import SearchRequest
 
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
 RENEW_ATTEMPTS = 5
@@ -126,6 +128,8 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         if self._atomic_updates:  # FerretDB scans for any filter but _id: an index only costs writes
             wanted[self._workflows].append([("attentionAt", ASCENDING), ("_id", ASCENDING)])
             wanted[self._finished] = wanted[self._workflows][:4]  # search, and retention by updatedAt
+            wanted[self._workflows] += mongo_search.SEARCH_INDEXES
+            wanted[self._finished] += mongo_search.SEARCH_INDEXES
             wanted[self._task_claims] = [[("taskId", ASCENDING)]]
             wanted[self._timers].append([("workflowId", ASCENDING)])
         for collection, key_lists in wanted.items():
@@ -168,6 +172,10 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
     async def put_task_def(self, task_def: TaskDef) -> None:
         data = definition_to_mongo(task_def.name, task_def)
         await self._task_defs.replace_one({"_id": task_def.name}, data, upsert=True)
+
+    async def list_task_defs(self) -> list[TaskDef]:
+        found = [TaskDef.model_validate(definition_body(data)) async for data in self._task_defs.find({})]
+        return sorted(found, key=lambda task_def: task_def.name)
 
     async def get_task_defs(self, names: Sequence[str]) -> dict[str, TaskDef]:
         found = {}
@@ -233,6 +241,11 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         found = sorted(newest.values(), key=lambda d: d["updatedAt"], reverse=True)[:limit]
         unsent = await self._unsent_outboxes([data["_id"] for data in found])
         return [await self._from_mongo(data, unsent) for data in found]
+
+    async def search_workflows(self, request: SearchRequest) -> tuple[int, list[WorkflowDocument]]:
+        total, found = await mongo_search.search(self._workflows, self._finished, request)
+        unsent = await self._unsent_outboxes([data["_id"] for data in found])
+        return total, [await self._from_mongo(data, unsent) for data in found]
 
     async def find_task_workflow(self, task_id: str) -> str | None:
         """History first (a lookup by `_id`), then live executions through the `taskIds`

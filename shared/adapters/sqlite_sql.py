@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from shared.adapters.sqlite_search import SearchRow, create_search_schema, write_search_row
 from shared.core.attention import attention_at
 from shared.models.documents import WorkflowDocument
 from shared.models.runtime import TaskState
@@ -95,6 +96,7 @@ class WorkflowRow:
 @dataclass(frozen=True)
 class PreparedCommit:
     row: WorkflowRow
+    search: SearchRow
     expected_version: int
     tasks: tuple[tuple[str, str, int, str], ...]
     snapshot: tuple[str, str] | None
@@ -162,6 +164,7 @@ def create_schema(connection: sqlite3.Connection) -> None:
     for statement in SCHEMA.split(";"):
         if statement.strip():
             connection.execute(statement)
+    create_search_schema(connection)
     columns = {row[1] for row in connection.execute("PRAGMA table_info(store_workflows)")}
     if "heads" not in columns:  # a state file from before heads were kept
         connection.execute("ALTER TABLE store_workflows ADD COLUMN heads TEXT")
@@ -200,6 +203,7 @@ def apply_commit(connection: sqlite3.Connection, commit: PreparedCommit) -> bool
         )  # fmt: skip
     if cursor.rowcount != 1:
         return False
+    write_search_row(connection, commit.search)
     if commit.snapshot is not None:
         connection.execute(
             "INSERT INTO store_snapshots (id, body) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from shared.adapters.sqlite_search import search, search_row
 from shared.adapters.sqlite_sql import (
     HEADS_SQL,
     LEGACY_HEADS_SQL,
@@ -57,6 +58,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
 from shared.ports.store import Commit, ExecutionHead, WorkflowHeads, decode_heads
+from shared.search import SearchRequest
 
 T = TypeVar("T")
 
@@ -179,6 +181,12 @@ class SqliteStore:
             )
         )
 
+    async def list_task_defs(self) -> list[TaskDef]:
+        rows = await self._run(
+            lambda c: c.execute("SELECT body FROM store_task_defs ORDER BY name").fetchall()
+        )
+        return [TaskDef.model_validate_json(body) for (body,) in rows]
+
     async def get_task_defs(self, names: Sequence[str]) -> dict[str, TaskDef]:
         param = ids_param(names)
         rows = await self._run(
@@ -270,6 +278,10 @@ class SqliteStore:
         rows = await self._run(lambda c: select_workflows(c, sql, params))
         return await self._documents(rows)
 
+    async def search_workflows(self, request: SearchRequest) -> tuple[int, list[WorkflowDocument]]:
+        total, rows = await self._run(lambda c: search(c, request))
+        return total, await self._documents(rows)
+
     async def find_task_workflow(self, task_id: str) -> str | None:
         """Live executions are in `store_task_index` (written with each commit), history in
         `store_tasks`; both are primary-key lookups."""
@@ -289,6 +301,7 @@ class SqliteStore:
             snapshot = self._snapshots.identify(document.definition)
         return PreparedCommit(
             row=workflow_row(document, None if snapshot is None else snapshot[0]),
+            search=search_row(document),
             expected_version=commit.expected_version,
             tasks=tuple(task_row(task) for task in commit.tasks),
             snapshot=snapshot,
@@ -340,6 +353,7 @@ class SqliteStore:
         def remove(connection: sqlite3.Connection) -> bool:
             for table in ("store_tasks", "store_task_index"):
                 connection.execute(f"DELETE FROM {table} WHERE workflow_id = ?", (workflow_id,))
+            connection.execute("DELETE FROM store_workflow_search WHERE id = ?", (workflow_id,))
             return connection.execute("DELETE FROM store_workflows WHERE id = ?", (workflow_id,)).rowcount > 0
 
         return await self._write(remove)
@@ -368,6 +382,7 @@ class SqliteStore:
                 )
                 for table in ("store_tasks", "store_task_index"):
                     connection.execute(f"DELETE FROM {table} WHERE workflow_id IN ({chosen})", param)
+                connection.execute(f"DELETE FROM store_workflow_search WHERE id IN ({chosen})", param)
                 connection.execute(f"DELETE FROM store_workflows WHERE id IN ({chosen})", param)
             return ids
 

@@ -16,6 +16,7 @@ from typing import Protocol
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
+from shared.search import SearchRequest
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,10 @@ class Store(Protocol):
         ...
 
     async def put_task_def(self, task_def: TaskDef) -> None: ...
+    async def list_task_defs(self) -> list[TaskDef]:
+        """Every registered TaskDef, by name."""
+        ...
+
     async def get_task_defs(self, names: Sequence[str]) -> dict[str, TaskDef]: ...
     async def delete_task_def(self, name: str) -> bool:
         """Forget a TaskDef; True if it existed. Snapshots already taken keep their copy."""
@@ -161,6 +166,11 @@ class Store(Protocol):
     ) -> list[WorkflowDocument]:
         """Executions filtered by status and/or workflow name, most recently updated first
         (what `cairn ls` and `GET /api/workflow/running/{name}` show)."""
+        ...
+
+    async def search_workflows(self, request: SearchRequest) -> tuple[int, list[WorkflowDocument]]:
+        """Conductor's workflow search (shared/search.py): the exact number of executions that
+        match, and the page `request.start`, `request.size` of them in `request.sort` order."""
         ...
 
     async def find_task_workflow(self, task_id: str) -> str | None:

@@ -35,6 +35,7 @@ PATH_VALUES = {
     "task_type": "t",
     "task_ref_name": "r",
     "task_reference_name": "r",
+    "correlation_id": "c",
     "status": "COMPLETED",
     "task_id": "task-x",
     "letter_id": "0:0",

@@ -1,0 +1,118 @@
+"""Workflow search on MongoDB (shared/search.py): a query becomes one filter on the top-level
+copies every commit keeps of what searches look at (mongo_codec.workflow_to_mongo), run on both
+homes of an execution — `workflows` while it runs, `finished` once it ended — and merged.
+
+On MongoDB the fields are indexed (mongo_store's `open`); FerretDB answers any filter but `_id`
+with a scan, so on FerretDB a search reads the collections through (an operator's call, not a
+decision's). Free text matches the document's state, the JSON text holding its input, output and
+executions."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING
+
+from shared.search import AllOf, AnyOf, Condition, Query, SearchRequest
+
+FIELDS = {
+    "workflowType": "name",
+    "workflowId": "_id",
+    "correlationId": "correlationId",
+    "status": "status",
+    "startTime": "startTime",
+    "endTime": "endTime",
+    "updateTime": "updatedAt",
+    "version": "workflowVersion",
+    "parentWorkflowId": "parentWorkflowId",
+    "idempotencyKey": "idempotencyKey",
+}
+SEARCH_INDEXES = [
+    [("startTime", DESCENDING)],
+    [("status", ASCENDING), ("startTime", DESCENDING)],
+    [("name", ASCENDING), ("startTime", DESCENDING)],
+    [("correlationId", ASCENDING)],
+]
+"""Indexed on MongoDB, where they serve the searches (not on FerretDB, where they only cost)."""
+
+
+def _condition(condition: Condition) -> dict[str, Any]:
+    name = FIELDS[condition.field]
+    values = condition.values
+    match condition.op:
+        case "=" if isinstance(values[0], str) and "*" in values[0]:
+            pattern = "^" + ".*".join(re.escape(part) for part in values[0].split("*")) + "$"
+            return {name: {"$regex": pattern}}
+        case "=":
+            return {name: values[0]}
+        case "!=":
+            return {name: {"$ne": values[0]}}
+        case ">":
+            return {name: {"$gt": values[0]}}
+        case "<":
+            return {name: {"$lt": values[0]}}
+        case ">=":
+            return {name: {"$gte": values[0]}}
+        case "<=":
+            return {name: {"$lte": values[0]}}
+        case "IN":
+            return {name: {"$in": list(values)}}
+        case "IS NULL":
+            return {name: None}
+        case "IS NOT NULL":
+            return {name: {"$ne": None}}
+        case "BETWEEN":
+            return {name: {"$gte": values[0], "$lte": values[1]}}
+        case "STARTS_WITH":
+            return {name: {"$regex": "^" + re.escape(str(values[0]))}}
+    raise ValueError(f"no filter for {condition.op}")
+
+
+def to_filter(query: Query | None, free_text: str | None) -> dict[str, Any]:
+    def part(node: Query) -> dict[str, Any]:
+        match node:
+            case Condition():
+                return _condition(node)
+            case AllOf():
+                return {"$and": [part(p) for p in node.parts]}
+            case AnyOf():
+                return {"$or": [part(p) for p in node.parts]}
+
+    parts = [part(query)] if query is not None else []
+    if free_text is not None:
+        parts.append({"state": {"$regex": re.escape(free_text), "$options": "i"}})
+    if not parts:
+        return {}
+    return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+async def search(running: Any, finished: Any, request: SearchRequest) -> tuple[int, list[dict[str, Any]]]:
+    """(exact count, one page of stored documents) over both collections."""
+    query = to_filter(request.query, request.free_text)
+    sort = [(FIELDS[name], DESCENDING if descending else ASCENDING) for name, descending in request.sort]
+    if all(key != "_id" for key, _ in sort):
+        sort.append(("_id", ASCENDING))  # a stable order between equal keys, for paging
+    wanted = request.start + request.size
+    counts, pages = zip(
+        *await asyncio.gather(
+            *(
+                asyncio.gather(
+                    collection.count_documents(query),
+                    collection.find(query, sort=sort, limit=wanted).to_list(),
+                )
+                for collection in (running, finished)
+            )
+        ),
+        strict=True,
+    )
+    newest: dict[str, dict[str, Any]] = {}
+    for data in (d for page in pages for d in page):  # a document caught mid-move: the newer copy
+        if data["_id"] not in newest or newest[data["_id"]]["version"] < data["version"]:
+            newest[data["_id"]] = data
+    ordered = sorted(newest.values(), key=lambda d: d["_id"])
+    for name, descending in reversed(request.sort):  # stable sorts, last key first
+        ordered.sort(key=lambda d: d.get(FIELDS[name]) or 0, reverse=descending)
+    moving = sum(len(page) for page in pages) - len(newest)
+    return sum(counts) - moving, ordered[request.start : wanted]

@@ -1,0 +1,248 @@
+"""Conductor's workflow search: the query language, the sort, and the request both stores answer.
+
+`GET /api/workflow/search?query=...&freeText=...&sort=...&start=&size=` takes Conductor's query
+language as its Elasticsearch index reads it (docs/research/conductor-lifecycle.md, Search):
+
+    workflowType IN (order, refund) AND status IN (RUNNING, PAUSED) AND startTime > 1700000000000
+    correlationId = "cart-7" OR (workflowId = 'a' AND version >= 2)
+
+- comparisons `=`, `!=`, `>`, `<`, `>=`, `<=`; `IN (a, b)`; `IS NULL`, `IS NOT NULL`;
+  `BETWEEN x AND y`; `STARTS_WITH "prefix"`; `AND`, `OR` and parentheses, AND binding tighter
+  (Conductor's Elasticsearch parser has no precedence; its SQLite one only AND);
+- values quoted with `"` or `'`, or bare (`status = RUNNING` is taken too); times are epoch
+  milliseconds or ISO 8601; keywords in any case;
+- the fields: workflowType, workflowId, correlationId, status, startTime, endTime, updateTime,
+  version, parentWorkflowId, idempotencyKey. Anything else is a QueryError naming the token and
+  its column (a 400), never silently ignored.
+
+`freeText` other than `*` matches workflows whose document contains the text (case-insensitive):
+ids, input, output, task outputs. `sort` is `field[:ASC|DESC]`, several joined by `|` or `,`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from shared.models.runtime import WorkflowStatus
+
+FieldKind = Literal["text", "status", "time", "int"]
+FIELDS: dict[str, FieldKind] = {
+    "workflowType": "text",
+    "workflowId": "text",
+    "correlationId": "text",
+    "status": "status",
+    "startTime": "time",
+    "endTime": "time",
+    "updateTime": "time",
+    "version": "int",
+    "parentWorkflowId": "text",
+    "idempotencyKey": "text",
+}
+Op = Literal["=", "!=", ">", "<", ">=", "<=", "IN", "IS NULL", "IS NOT NULL", "BETWEEN", "STARTS_WITH"]
+MAX_SIZE = 5000
+"""Conductor's bound on one page of search results."""
+
+
+class QueryError(ValueError):
+    """A query, sort or free text Cairn cannot answer; the message names the token and where."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    field: str
+    op: Op
+    values: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class AllOf:
+    parts: tuple[Query, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    parts: tuple[Query, ...]
+
+
+Query = Condition | AllOf | AnyOf
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What both stores answer: the matching executions' exact count, and one page of them."""
+
+    query: Query | None = None
+    free_text: str | None = None
+    sort: tuple[tuple[str, bool], ...] = (("startTime", True),)
+    """(field, descending); newest first when the request names no sort."""
+    start: int = 0
+    size: int = 100
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+GRAMMAR = r"""
+?start: or_expr
+?or_expr: and_expr (_OR and_expr)*
+?and_expr: _atom (_AND _atom)*
+_atom: "(" or_expr ")" | condition
+?condition: FIELD COMPARE value                       -> compare
+          | FIELD _IN "(" [value ("," value)*] ")"    -> in_list
+          | FIELD _IS _NOT _NULL                      -> is_not_null
+          | FIELD _IS _NULL                           -> is_null
+          | FIELD _BETWEEN value _AND value           -> between
+          | FIELD _STARTS_WITH value                  -> starts_with
+value: STRING | NUMBER | BARE
+COMPARE: "!=" | ">=" | "<=" | "=" | ">" | "<"
+_AND.2: /and\b/i
+_OR.2: /or\b/i
+_IN.2: /in\b/i
+_IS.2: /is\b/i
+_NOT.2: /not\b/i
+_NULL.2: /null\b/i
+_BETWEEN.2: /between\b/i
+_STARTS_WITH.2: /starts_with\b/i
+FIELD: /[A-Za-z_][A-Za-z0-9_]*/
+STRING: /"(?:[^"\\]|\\.)*"/ | /'(?:[^'\\]|\\.)*'/
+NUMBER.1: /-?\d+(\.\d+)?([eE][-+]?\d+)?(?![^\s(),])/
+BARE: /[^\s(),'"=<>!]+/
+%import common.WS
+%ignore WS
+"""
+_PARSER = Lark(GRAMMAR, parser="lalr", propagate_positions=False, maybe_placeholders=False)
+
+
+def _unquote(token: Token) -> Any:
+    text = str(token)
+    if token.type == "STRING":
+        body = text[1:-1]
+        return body.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in body else body
+    if token.type == "NUMBER":
+        number = float(text)
+        return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+    return text
+
+
+def _value(field_name: str, raw: Any) -> Any:
+    """A value as the field holds it: a status checked, a time in epoch ms, a version an int."""
+    kind = FIELDS[field_name]
+    if kind == "status":
+        try:
+            return WorkflowStatus(str(raw).upper()).value
+        except ValueError:
+            allowed = ", ".join(s.value for s in WorkflowStatus)
+            raise QueryError(f"query: {raw!r} is not a workflow status ({allowed})") from None
+    if kind == "time":
+        if isinstance(raw, int | float):
+            return int(raw)
+        try:
+            return int(datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            raise QueryError(
+                f"query: {field_name} takes epoch milliseconds or an ISO 8601 time, not {raw!r}"
+            ) from None
+    if kind == "int":
+        if isinstance(raw, int):
+            return raw
+        raise QueryError(f"query: {field_name} takes a whole number, not {raw!r}")
+    return str(raw)
+
+
+@v_args(inline=True)
+class _Build(Transformer[Token, Query]):
+    def _field(self, token: Token) -> str:
+        name = str(token)
+        if name not in FIELDS:
+            raise QueryError(
+                f"query: unknown field {name!r} at column {token.column}; search by {', '.join(FIELDS)}"
+            )
+        return name
+
+    def value(self, token: Token) -> Any:
+        return _unquote(token)
+
+    def compare(self, name: Token, op: Token, value: Any) -> Condition:
+        field_name = self._field(name)
+        if FIELDS[field_name] in ("text", "status") and str(op) in (">", "<", ">=", "<="):
+            raise QueryError(f"query: {field_name} cannot be compared with {op} (only = != IN STARTS_WITH)")
+        return Condition(field_name, str(op), (_value(field_name, value),))  # type: ignore[arg-type]
+
+    def in_list(self, name: Token, *values: Any) -> Condition:
+        field_name = self._field(name)
+        return Condition(field_name, "IN", tuple(_value(field_name, v) for v in values))
+
+    def is_null(self, name: Token) -> Condition:
+        return Condition(self._field(name), "IS NULL")
+
+    def is_not_null(self, name: Token) -> Condition:
+        return Condition(self._field(name), "IS NOT NULL")
+
+    def between(self, name: Token, low: Any, high: Any) -> Condition:
+        field_name = self._field(name)
+        return Condition(field_name, "BETWEEN", (_value(field_name, low), _value(field_name, high)))
+
+    def starts_with(self, name: Token, prefix: Any) -> Condition:
+        field_name = self._field(name)
+        if FIELDS[field_name] != "text":
+            raise QueryError(f"query: STARTS_WITH takes a text field, not {field_name}")
+        return Condition(field_name, "STARTS_WITH", (str(prefix),))
+
+    def and_expr(self, *parts: Query) -> AllOf:
+        return AllOf(parts)
+
+    def or_expr(self, *parts: Query) -> AnyOf:
+        return AnyOf(parts)
+
+
+def parse_query(text: str | None) -> Query | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        tree = _PARSER.parse(text)
+        return _Build().transform(tree)
+    except UnexpectedInput as error:
+        raise QueryError(_syntax_message(text, error)) from None
+    except LarkError as error:  # a QueryError raised inside the transformer arrives wrapped
+        cause = error.__context__
+        if isinstance(cause, QueryError):
+            raise cause from None
+        raise QueryError(f"query: {error}") from None
+
+
+def _syntax_message(text: str, error: UnexpectedInput) -> str:
+    column = getattr(error, "column", None) or len(text) + 1
+    if isinstance(error, UnexpectedEOF) or (
+        isinstance(error, UnexpectedToken) and error.token.type == "$END"
+    ):
+        return f"query: ends too early at column {len(text) + 1} (a condition or ')' is missing)"
+    if isinstance(error, UnexpectedToken):
+        return f"query: unexpected {str(error.token)!r} at column {column}"
+    if isinstance(error, UnexpectedCharacters) and error.pos_in_stream is not None:
+        return f"query: unexpected {text[error.pos_in_stream]!r} at column {column}"
+    return f"query: cannot read it at column {column}"
+
+
+def parse_sort(text: str | None) -> tuple[tuple[str, bool], ...]:
+    """Conductor's `sort`: `field[:ASC|DESC]`, several joined by `|` (Conductor) or `,`."""
+    if text is None or not text.strip():
+        return (("startTime", True),)
+    found: list[tuple[str, bool]] = []
+    for item in text.replace(",", "|").split("|"):
+        name, _, order = item.strip().partition(":")
+        if name not in FIELDS:
+            raise QueryError(f"sort: unknown field {name!r}; sort by {', '.join(FIELDS)}")
+        if order.upper() not in ("", "ASC", "DESC"):
+            raise QueryError(f"sort: {order!r} is not ASC or DESC (in {item.strip()!r})")
+        found.append((name, order.upper() == "DESC"))
+    return tuple(found)
+
+
+def free_text_of(text: str | None) -> str | None:
+    """None for no free-text condition (`*`, empty)."""
+    if text is None or text.strip() in ("", "*"):
+        return None
+    return text.strip()

@@ -1,0 +1,128 @@
+"""Workflow search, the same on both stores (shared/search.py): each query form, an exact total,
+sort, paging, free text, and an index that follows status changes and removal."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.models.documents import WorkflowDocument
+from shared.models.runtime import WorkflowState, WorkflowStatus
+from shared.ports.store import Commit, Store, commit_one
+from shared.search import SearchRequest, parse_query, parse_sort
+
+T0 = 1_700_000_000_000
+
+
+def execution(n: int, name: str, status: WorkflowStatus, **state: object) -> WorkflowDocument:
+    workflow_id = f"wf-{n:02d}"
+    return WorkflowDocument(
+        workflow_id=workflow_id,
+        version=1,
+        state=WorkflowState(
+            workflow_id=workflow_id,
+            workflow_name=name,
+            workflow_version=1 + n % 2,
+            status=status,
+            create_time=T0 + n * 1000,
+            start_time=T0 + n * 1000,
+            end_time=T0 + n * 1000 + 500 if status.is_terminal else 0,
+            input={"order": f"order-{n}"},
+            **state,
+        ),
+        updated_at=T0 + n * 1000 + 500,
+    )
+
+
+@pytest.fixture
+async def stored(store: Store) -> Store:
+    """Twelve executions: orders 0-5 (even running, odd completed), refunds 6-11 (failed), each
+    correlated by its parity."""
+    for n in range(12):
+        name, status = ("order", WorkflowStatus.RUNNING if n % 2 == 0 else WorkflowStatus.COMPLETED)
+        if n >= 6:
+            name, status = "refund", WorkflowStatus.FAILED
+        assert await commit_one(store, execution(n, name, status, correlation_id=f"corr-{n % 2}"), 0)
+    return store
+
+
+async def ids(
+    store: Store,
+    query: str | None,
+    *,
+    sort: str | None = None,
+    start: int = 0,
+    size: int = 100,
+    text: str | None = None,
+) -> tuple[int, list[str]]:
+    total, documents = await store.search_workflows(
+        SearchRequest(parse_query(query), text, parse_sort(sort), start, size)
+    )
+    return total, [d.workflow_id for d in documents]
+
+
+async def test_each_query_form(stored: Store) -> None:
+    assert await ids(stored, "workflowType = order AND status = RUNNING", sort="startTime:ASC") == (
+        3,
+        ["wf-00", "wf-02", "wf-04"],
+    )
+    total, found = await ids(stored, "workflowType IN (order, refund) AND status IN (COMPLETED, FAILED)")
+    assert total == 9 and len(found) == 9
+    assert (await ids(stored, f"startTime > {T0 + 9000}"))[1] == ["wf-11", "wf-10"]  # newest first
+    assert (await ids(stored, f"startTime BETWEEN {T0 + 2000} AND {T0 + 3000}", sort="startTime"))[1] == [
+        "wf-02",
+        "wf-03",
+    ]
+    assert (await ids(stored, 'correlationId = "corr-1" AND workflowType = "order"', sort="workflowId"))[
+        1
+    ] == [
+        "wf-01",
+        "wf-03",
+        "wf-05",
+    ]
+    assert (await ids(stored, "workflowId = 'wf-07' OR workflowId = wf-08", sort="workflowId"))[1] == [
+        "wf-07",
+        "wf-08",
+    ]
+    assert (await ids(stored, "workflowId STARTS_WITH 'wf-1'", sort="workflowId"))[1] == ["wf-10", "wf-11"]
+    assert (await ids(stored, "workflowId = wf-1*", sort="workflowId"))[1] == ["wf-10", "wf-11"]
+    assert (await ids(stored, "endTime IS NULL AND workflowType = order"))[0] == 3
+    assert (await ids(stored, "status != RUNNING"))[0] == 9
+    assert (await ids(stored, "version >= 2 AND workflowType = refund", sort="workflowId"))[1] == [
+        "wf-07",
+        "wf-09",
+        "wf-11",
+    ]
+    assert (await ids(stored, f"updateTime < {T0 + 1000}"))[1] == ["wf-00"]
+
+
+async def test_total_is_exact_while_paging_in_sort_order(stored: Store) -> None:
+    pages = [await ids(stored, None, sort="workflowId:DESC", start=start, size=5) for start in (0, 5, 10)]
+    assert [total for total, _ in pages] == [12, 12, 12]
+    assert [wid for _, page in pages for wid in page] == [f"wf-{n:02d}" for n in range(11, -1, -1)]
+    assert await ids(stored, "status = RUNNING", size=0) == (3, [])
+    sorted_by_two = (await ids(stored, "workflowType = order", sort="status:ASC|startTime:DESC"))[1]
+    assert sorted_by_two == ["wf-05", "wf-03", "wf-01", "wf-04", "wf-02", "wf-00"]
+
+
+async def test_free_text_matches_the_document(stored: Store) -> None:
+    assert await ids(stored, None, text="ORDER-7") == (1, ["wf-07"])
+    assert (await ids(stored, "status = FAILED", text="order-1"))[1] == ["wf-11", "wf-10"]
+
+
+async def test_the_index_follows_the_end_of_an_execution_and_its_removal(stored: Store) -> None:
+    running = (await stored.load_workflows(["wf-00"]))["wf-00"]
+    ended = running.model_copy(
+        update={
+            "version": 2,
+            "state": running.state.model_copy(
+                update={"status": WorkflowStatus.TERMINATED, "end_time": T0 + 99}
+            ),
+            "updated_at": T0 + 99_000,
+        }
+    )
+    [won] = await stored.commit_workflows([Commit(ended, 1, read_at=T0, base_updated_at=running.updated_at)])
+    assert won
+    assert (await ids(stored, "status = TERMINATED"))[1] == ["wf-00"]
+    assert (await ids(stored, "status = RUNNING AND workflowType = order"))[0] == 2
+    assert await stored.remove_workflow("wf-00")
+    assert await ids(stored, "status = TERMINATED") == (0, [])
