@@ -67,8 +67,12 @@ class Backend(Protocol):
     async def remove(self, workflow_id: str) -> None: ...
     async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None: ...
     async def workflows(
-        self, *, status: WorkflowStatus | None, name: str | None, limit: int
-    ) -> list[dict[str, Any]]: ...
+        self, *, status: WorkflowStatus | None, name: str | None, limit: int, query: str | None = None
+    ) -> list[dict[str, Any]]:
+        """WorkflowSummaries, most recently updated first; `query` in Conductor's search language."""
+        ...
+
+    async def task_definitions(self) -> list[dict[str, Any]]: ...
     async def dead_letters(self, limit: int) -> list[dict[str, Any]]: ...
     async def dead_letter(self, letter_id: str) -> dict[str, Any] | None: ...
     async def replay(self, letter_id: str) -> dict[str, Any]: ...
@@ -205,16 +209,22 @@ class HttpBackend:
         return body
 
     async def workflows(
-        self, *, status: WorkflowStatus | None, name: str | None, limit: int
+        self, *, status: WorkflowStatus | None, name: str | None, limit: int, query: str | None = None
     ) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"size": limit}
+        params: dict[str, Any] = {"size": limit, "sort": "updateTime:DESC"}
         if status:
             params["status"] = status.value
         if name:
             params["workflowType"] = name
+        if query:
+            params["query"] = query
         body = (await self._call("GET", "/api/workflow/search", params=params)).json()
         results: list[dict[str, Any]] = body["results"]
         return results
+
+    async def task_definitions(self) -> list[dict[str, Any]]:
+        body: list[dict[str, Any]] = (await self._call("GET", "/api/metadata/taskdefs")).json()
+        return body
 
     async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
         letters: list[dict[str, Any]] = (
@@ -338,12 +348,29 @@ class DirectBackend:
         return workflow_json(document, tasks)
 
     async def workflows(
-        self, *, status: WorkflowStatus | None, name: str | None, limit: int
+        self, *, status: WorkflowStatus | None, name: str | None, limit: int, query: str | None = None
     ) -> list[dict[str, Any]]:
         from services.api.conductor import workflow_summary_json
+        from shared.search import AllOf, Condition, Query, QueryError, SearchRequest, parse_query
 
-        documents = await self._store.list_workflows(status=status, name=name, limit=limit)
+        if query is None:
+            documents = await self._store.list_workflows(status=status, name=name, limit=limit)
+            return [workflow_summary_json(d) for d in documents]
+        try:
+            parsed = parse_query(query)
+        except QueryError as error:
+            raise BackendError(str(error), "docs/operations.md shows the query language") from None
+        conditions: list[Query] = [parsed] if parsed is not None else []
+        if status is not None:
+            conditions.append(Condition("status", "=", (status.value,)))
+        if name is not None:
+            conditions.append(Condition("workflowType", "=", (name,)))
+        request = SearchRequest(AllOf(tuple(conditions)), None, (("updateTime", True),), 0, limit)
+        _, documents = await self._store.search_workflows(request)
         return [workflow_summary_json(d) for d in documents]
+
+    async def task_definitions(self) -> list[dict[str, Any]]:
+        return [_dump(task_def) for task_def in await self._store.list_task_defs()]
 
     async def dead_letters(self, limit: int) -> list[dict[str, Any]]:
         from shared.deadletters import list_letters

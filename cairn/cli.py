@@ -43,8 +43,23 @@ def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_h
 app.add_typer(def_app, name="def")
 app.add_typer(deadletter_app, name="deadletter")
 app.add_typer(keys_app, name="keys")
-for _command in cli_operations.COMMANDS:
-    app.command()(_command)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"cairn {version('cairn')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Cairn: durable workflows on Kafka + MongoDB."""
 
 
 def main() -> None:
@@ -160,7 +175,8 @@ def dev(
         table.add_row("[bold]auth[/]", describe(api_auth(settings), settings))
         err.print("[bold green]cairn dev[/] is running")
         err.print(table)
-        err.print(f"next: [cyan]cairn worker examples.workers[/] (workers poll {base})")
+        server = "" if base == DEFAULT_SERVER else f" --server {base}"
+        err.print(f"next: [cyan]cairn worker examples.workers{server}[/] (workers poll {base})")
         err.print("Ctrl-C stops")
 
     async def main(settings: CairnSettings, stop: asyncio.Event) -> None:
@@ -280,8 +296,29 @@ def def_register(file: Path, as_json: JsonOption = False, server: ServerOption =
 
 
 @def_app.command("ls")
-def def_ls(as_json: JsonOption = False, server: ServerOption = None) -> None:
-    """List registered workflow definitions."""
+def def_ls(
+    tasks: Annotated[bool, typer.Option("--tasks", help="List task definitions instead.")] = False,
+    as_json: JsonOption = False,
+    server: ServerOption = None,
+) -> None:
+    """List registered workflow definitions (or, with --tasks, task definitions)."""
+    if tasks:
+        task_defs = with_backend(server, lambda backend: backend.task_definitions())
+        if as_json:
+            print(json.dumps(task_defs))
+            return
+        table = new_table("name", "retries", "timeout", "response timeout", "rate limit")
+        for t in task_defs:
+            limit = f"{t.get('rateLimitPerFrequency', 0)}/{t.get('rateLimitFrequencyInSeconds', 1)}s"
+            table.add_row(
+                t["name"],
+                str(t.get("retryCount", 3)),
+                f"{t.get('timeoutSeconds', 0)}s",
+                f"{t.get('responseTimeoutSeconds', 3600)}s",
+                limit if t.get("rateLimitPerFrequency") else "-",
+            )
+        console.print(table)
+        return
     definitions = with_backend(server, lambda backend: backend.list_definitions())
     if as_json:
         print(json.dumps(definitions))
@@ -308,14 +345,24 @@ def start(
 ) -> None:
     """Start a workflow."""
     payload = json_arg(input, "--input")
-    started = with_backend(
-        server,
-        lambda backend: backend.start(
+
+    async def begin(backend: Backend) -> tuple[str, dict[str, Any] | None]:
+        existing = await backend.workflow(workflow_id, include_tasks=False) if workflow_id else None
+        if existing is not None:
+            return existing["workflowId"], existing
+        started = await backend.start(
             name, payload, workflow_id=workflow_id, version=version, correlation_id=correlation_id
-        ),
-    )
+        )
+        return started, None
+
+    started, existing = with_backend(server, begin)
     if as_json:
-        print(json.dumps({"workflowId": started}))
+        print(json.dumps({"workflowId": started, **({"existed": True} if existing else {})}))
+    elif existing is not None:
+        console.print(
+            f"[yellow]workflow [cyan]{started}[/] already exists[/] ({existing['workflowName']}, "
+            f"{styled(existing['status'])}): nothing started  (cairn status {started})"
+        )
     else:
         console.print(f"started [bold]{name}[/] as [cyan]{started}[/]  (cairn status {started})")
 
@@ -364,6 +411,14 @@ def list_workflows(
     status: Annotated[str | None, typer.Option(help="RUNNING, COMPLETED, FAILED, TERMINATED, …")] = None,
     name: Annotated[str | None, typer.Option(help="Workflow name.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            "-q",
+            help="Conductor's search query: 'status IN (FAILED) AND startTime > 1700000000000'.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     server: ServerOption = None,
 ) -> None:
@@ -373,7 +428,9 @@ def list_workflows(
     except ValueError:
         fail(f"unknown status {status!r}", f"use one of {', '.join(s.value for s in WorkflowStatus)}")
         return
-    found = with_backend(server, lambda backend: backend.workflows(status=wanted, name=name, limit=limit))
+    found = with_backend(
+        server, lambda backend: backend.workflows(status=wanted, name=name, limit=limit, query=query)
+    )
     if as_json:
         print(json.dumps(found))
         return
@@ -422,20 +479,23 @@ def watch(
             disable=as_json,
         ) as progress:
             bar = progress.add_task("run", total=len(workflow_ids))
-            while len(finished) < len(workflow_ids) and time.monotonic() < deadline:
-                for wid in [w for w in workflow_ids if w not in finished]:
+            while len(finished) + len(unknown) < len(workflow_ids) and time.monotonic() < deadline:
+                for wid in [w for w in workflow_ids if w not in finished and w not in unknown]:
                     workflow = await backend.workflow(wid, include_tasks=False)
-                    if workflow is not None and workflow["status"] not in ("RUNNING", "PAUSED"):
+                    if workflow is None:
+                        unknown.append(wid)
+                    elif workflow["status"] not in ("RUNNING", "PAUSED"):
                         finished[wid] = workflow
                 progress.update(bar, completed=len(finished))
                 if len(finished) < len(workflow_ids):
                     await asyncio.sleep(0.3)
         return finished
 
+    unknown: list[str] = []
     finished = with_backend(server, follow)
-    missing = [wid for wid in workflow_ids if wid not in finished]
+    missing = [wid for wid in workflow_ids if wid not in finished and wid not in unknown]
     if as_json:
-        print(json.dumps(finished | {"unfinished": missing}))
+        print(json.dumps(finished | {"unfinished": missing, "notFound": unknown}))
     else:
         table = new_table("workflow", "status", "took", "output / reason")
         for wid, workflow in finished.items():
@@ -451,5 +511,16 @@ def watch(
                 detail,
             )
         console.print(table)
+    if unknown:
+        fail(f"not found: {', '.join(unknown)}", "check the ids; `cairn ls` lists workflows")
     if missing:
         fail(f"{len(missing)} workflow(s) still running after {within:.0f}s: {', '.join(missing)}")
+    failed = [wid for wid, workflow in finished.items() if workflow["status"] != "COMPLETED"]
+    if failed:  # for scripts: the exit code says whether everything completed
+        if not as_json:
+            err.print(f"[bold red]did not complete:[/] {', '.join(failed)}")
+        raise typer.Exit(1)
+
+
+for _command in cli_operations.COMMANDS:  # after the commands above, in `cairn --help` too
+    app.command()(_command)

@@ -76,9 +76,9 @@ def to_filter(query: Query | None, free_text: str | None) -> dict[str, Any]:
             case Condition():
                 return _condition(node)
             case AllOf():
-                return {"$and": [part(p) for p in node.parts]}
+                return {"$and": [part(p) for p in node.parts]} if node.parts else {}
             case AnyOf():
-                return {"$or": [part(p) for p in node.parts]}
+                return {"$or": [part(p) for p in node.parts]} if node.parts else {"_id": {"$in": []}}
 
     parts = [part(query)] if query is not None else []
     if free_text is not None:

@@ -152,9 +152,9 @@ def where_clause(query: Query | None, free_text: str | None, params: list[Any]) 
             case Condition():
                 return _condition(node, params)
             case AllOf():
-                return " AND ".join(f"({part(p)})" for p in node.parts)
+                return " AND ".join(f"({part(p)})" for p in node.parts) or "1"
             case AnyOf():
-                return " OR ".join(f"({part(p)})" for p in node.parts)
+                return " OR ".join(f"({part(p)})" for p in node.parts) or "0"
 
     conditions = [part(query)] if query is not None else []
     if free_text is not None:

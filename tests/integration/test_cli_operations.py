@@ -79,3 +79,52 @@ def test_lifecycle_commands_over_http(dev_server: DevServer, tmp_path: Path) -> 
     assert operate("remove", "cli-ops-1", *server)["operation"] == "remove"
     code, out = run("pause", "cli-ops-1", *server)
     assert code == 2 and "no workflow with id" in out
+
+
+def test_listing_searching_watching_and_starting_again(dev_server: DevServer, tmp_path: Path) -> None:
+    server = ["--server", dev_server.url]
+    definitions = tmp_path / "defs.json"
+    definitions.write_text(
+        json.dumps(
+            [
+                {"name": "cli_listed_task", "retryCount": 1},
+                {"name": "cli_held", "tasks": [{"name": "w", "taskReferenceName": "w", "type": "WAIT"}]},
+            ]
+        )
+    )
+    assert run("def", "register", str(definitions), *server)[0] == 0
+    code, out = run("def", "ls", "--tasks", "--json", *server)
+    assert code == 0 and {"name": "cli_listed_task", "retryCount": 1}.items() <= next(
+        t for t in json.loads(out) if t["name"] == "cli_listed_task"
+    ).items()
+    code, out = run("def", "ls", "--tasks", *server)
+    assert code == 0 and "cli_listed_task" in out
+
+    assert operate("start", "cli_held", "--id", "cli-held-1", *server) == {"workflowId": "cli-held-1"}
+    again = operate("start", "cli_held", "--id", "cli-held-1", *server)
+    assert again == {"workflowId": "cli-held-1", "existed": True}
+    code, out = run("start", "cli_held", "--id", "cli-held-1", *server)
+    assert code == 0 and "already exists" in out and "nothing started" in out
+
+    code, out = run("ls", "--query", "workflowType = cli_held AND status IN (RUNNING, PAUSED)", "--json", *server)
+    assert code == 0 and [w["workflowId"] for w in json.loads(out)] == ["cli-held-1"], out
+    code, out = run("ls", "--query", "colour = red", *server)
+    assert code == 2 and "unknown field 'colour'" in out
+
+    code, out = run("watch", "no-such-workflow", "--within", "5", *server)
+    assert code == 2 and "not found: no-such-workflow" in out
+    code, out = run("watch", "cli-held-1", "--within", "1", "--json", *server)
+    printed = next(line for line in out.splitlines() if line.startswith("{"))
+    assert code == 2 and json.loads(printed)["unfinished"] == ["cli-held-1"]
+    operate("terminate", "cli-held-1", *server)
+    code, out = run("watch", "cli-held-1", "--within", "30", *server)
+    assert code == 1 and "did not complete" in out
+
+    code, out = run("--version")
+    assert code == 0 and out.startswith("cairn ")
+
+
+def test_cairn_dev_names_its_own_address_in_the_worker_command(dev_server: DevServer) -> None:
+    """Not on the default port: the command it prints must reach it."""
+    announced = dev_server.process.log_path.read_text(errors="replace")
+    assert f"cairn worker examples.workers --server {dev_server.url}" in announced
