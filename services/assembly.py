@@ -27,7 +27,7 @@ from shared.ports.store import Store
 
 log = logging.getLogger("cairn")
 
-SERVICES = ("api", "decider", "scheduler", "timer", "sweeper", "system-worker")
+SERVICES = ("api", "decider", "scheduler", "timer", "sweeper", "system-worker", "events")
 
 
 @dataclass
@@ -162,6 +162,27 @@ def _system_worker(store: Store, bus: Bus, settings: CairnSettings, listening: a
 
 
 Builder = Callable[[Store, Bus, CairnSettings, asyncio.Event], Component]
+
+
+def _events(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
+    from services.events.handler import EventsHandler
+    from services.events.service import EventSources
+    from shared.core.scripting import ScriptLimits
+    from shared.sandbox import PooledSandbox
+
+    limits = ScriptLimits(
+        timeout_ms=settings.script_timeout_ms, memory_bytes=settings.script_memory_mb * 1024 * 1024
+    )
+    sandbox = PooledSandbox(limits, 1)  # conditions are JavaScript: the jq helper never starts
+    handler = EventsHandler(store, bus, settings.topics, sandbox, now_ms, settings.payload_limits)
+    sources = EventSources(store, bus, settings.topics, handler)
+
+    async def loop(stop: asyncio.Event) -> None:
+        await sources.run(stop, settings.events_refresh_s)
+
+    return Component("events", loop=loop, drains=[sources.close], closers=[sandbox.aclose])
+
+
 BUILDERS: dict[str, Builder] = {
     "api": _api,
     "decider": _decider,
@@ -169,6 +190,7 @@ BUILDERS: dict[str, Builder] = {
     "timer": _timer,
     "sweeper": _sweeper,
     "system-worker": _system_worker,
+    "events": _events,
 }
 
 

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 # `cairn run` knows these (services.assembly.SERVICES; tests/deploy/test_health.py keeps them equal).
-SERVICES = ("api", "decider", "scheduler", "timer", "sweeper", "system-worker")
+SERVICES = ("api", "decider", "scheduler", "timer", "sweeper", "system-worker", "events")
 DEFAULT_MAX_AGE_S = 30.0
 
 

@@ -163,6 +163,12 @@ class CairnSettings(BaseSettings):
         "offsets (Kafka's offsets.retention.minutes, whose default it copies), so it stops holding messages "
         "back. On Kafka the broker's setting applies.",
     )
+    events_refresh_s: float = Field(
+        5.0,
+        gt=0,
+        description="How often the events service reads the event handlers from the store: a handler "
+        "registered, changed or removed takes effect within this.",
+    )
     timer_poll_interval_s: float = Field(
         0.5, description="How often the timer service scans for due timers (bounds firing lateness)."
     )

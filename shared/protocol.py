@@ -30,6 +30,7 @@ from shared.models.messages import (
     TerminateWorkflow,
     TimerFired,
     TimerRequest,
+    UpdateVariables,
     WorkflowEvent,
 )
 from shared.topics import Topics
@@ -54,6 +55,7 @@ def channels(topics: Topics | None = None) -> list[Channel]:
         Channel(t.workflow_command, "workflowId", RerunWorkflow),
         Channel(t.workflow_command, "workflowId", RetryWorkflow),
         Channel(t.workflow_command, "workflowId", SkipTask),
+        Channel(t.workflow_command, "workflowId", UpdateVariables),
         Channel(t.workflow_command, "workflowId", SubWorkflowReopened),
         Channel(t.task_result, "workflowInstanceId", TaskResult),
         Channel(t.task_result, "workflowId", SubWorkflowEnded),

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from services.api import bulk, deadletters, execute, executions, lifecycle, metadata, tasks
+from services.api import bulk, deadletters, events, execute, executions, lifecycle, metadata, tasks
 from services.api.auth import authorise, token_router
 from services.api.body_limit import BodyLimit
 from services.api.context import ApiContext
@@ -30,6 +30,7 @@ def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> Fas
     app.include_router(executions.router)
     app.include_router(tasks.router)
     app.include_router(deadletters.router)
+    app.include_router(events.router)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
 

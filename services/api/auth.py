@@ -80,6 +80,12 @@ ROUTE_PERMISSIONS: dict[tuple[str, str], Permission] = {
     ("POST", "/api/tasks/update-v2"): P.WORK,
     ("POST", "/api/tasks/{workflow_id}/{task_ref_name}/{status}"): P.SIGNAL,
     ("GET", "/api/tasks/{task_id}"): P.READ,
+    # event handlers
+    ("POST", "/api/event"): P.DEFINE,
+    ("PUT", "/api/event"): P.DEFINE,
+    ("GET", "/api/event"): P.READ,
+    ("GET", "/api/event/{event}"): P.READ,
+    ("DELETE", "/api/event/{name}"): P.DEFINE,
     # dead letters: the original messages, payloads included, and resending them
     ("GET", "/api/deadletters"): P.DEAD_LETTERS,
     ("GET", "/api/deadletters/{letter_id}"): P.DEAD_LETTERS,

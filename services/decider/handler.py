@@ -42,6 +42,7 @@ from shared.models.messages import (
     SubWorkflowEnded,
     SubWorkflowReopened,
     TerminateWorkflow,
+    UpdateVariables,
     WorkflowEvent,
     workflow_id_of,
 )
@@ -529,6 +530,8 @@ def refuse_past_limits(message: DeciderInbound, limits: PayloadLimits) -> None:
                 problems += payload_problems(message.workflow_def, "workflowDef", definition_limits(limits))
         case Signal():
             problems = payload_problems(message.output, "output", limits)
+        case UpdateVariables():
+            problems = payload_problems(message.variables, "variables", limits)
         case _:
             return
     if problems:

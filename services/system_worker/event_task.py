@@ -9,9 +9,11 @@ the task's output, which is a copy of its input plus `workflowInstanceId`, `work
 not exist yet is created (`ensure_topics`) before the first message to it.
 
 Where Cairn differs from Conductor (for docs/operators.md):
-- Only `kafka:` sinks: anything else (`conductor`, `sqs:`, `nats:`, ...) FAILS the task with
+- `kafka:` and `conductor` sinks only: anything else (`sqs:`, `nats:`, ...) FAILS the task with
   "Invalid / Unsupported sink specified: <sink>" (registration refuses such literal sinks; this
-  catches an expression that resolved to one).
+  catches an expression that resolved to one). A `conductor:<workflow>:<queue>` queue is the topic
+  `<prefix>conductor.<workflow>.<queue>`, which the events service consumes for the handlers
+  listening on it.
 - A topic that is not a valid Kafka name, or that is one of Cairn's own topics (the fixed ones
   and `<prefix>tasks.*`: a message there could only be dead-lettered), FAILS the task.
 - A message bigger than a task result may be (handler.py's `max_result_bytes`) FAILS the task
@@ -30,6 +32,7 @@ from typing import Any
 from services.system_worker.outcome import Outcome
 from shared import telemetry
 from shared.core.tasktypes.system import KAFKA_TOPIC
+from shared.models.events import source_topic
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskStatus
 from shared.ports.bus import Bus, Outgoing
@@ -58,11 +61,15 @@ class EventPublisher:
 
     async def run(self, task: TaskMessage) -> Outcome:
         sink = task.input_data.get("sink")
-        if not isinstance(sink, str) or not sink.startswith(KAFKA_SINK):
+        queue = source_topic(sink, self.topics.prefix) if isinstance(sink, str) else None
+        if isinstance(sink, str) and sink.startswith("conductor:") and queue is not None:
+            topic = queue  # Conductor's internal queue: Cairn's own topic, read by the events service
+        elif not isinstance(sink, str) or not sink.startswith(KAFKA_SINK):
             return Outcome.failed(f"Invalid / Unsupported sink specified: {sink}")
-        topic = sink.removeprefix(KAFKA_SINK)
-        if problem := self._topic_problem(topic):
-            return Outcome.failed(f"Invalid / Unsupported sink specified: {sink}: {problem}")
+        else:
+            topic = sink.removeprefix(KAFKA_SINK)
+            if problem := self._topic_problem(topic):
+                return Outcome.failed(f"Invalid / Unsupported sink specified: {sink}: {problem}")
         output: dict[str, Any] = {
             **task.input_data,
             "workflowInstanceId": task.workflow_instance_id,
@@ -78,7 +85,10 @@ class EventPublisher:
                 f"the event for {sink} is {len(value)} bytes, more than the {self.max_message_bytes} "
                 "a message may carry",
             )
-        message = Outgoing(topic=topic, value=value, key=task.task_id, headers=telemetry.inject())
+        # the `id` header: an event handler acts once on the event of one task execution, however
+        # often it is published (a redelivered task publishes it again)
+        headers = {**telemetry.inject(), "id": task.task_id}
+        message = Outgoing(topic=topic, value=value, key=task.task_id, headers=headers)
         try:
             async with asyncio.timeout(self.publish_timeout_s):
                 if topic not in self._ensured:

@@ -47,6 +47,7 @@ from shared.adapters.mongo_codec import (
     definition_body,
     definition_to_mongo,
     from_opaque,
+    insert_all,
     task_from_mongo,
 )
 from shared.adapters.mongo_commits import MongoCommits
@@ -54,6 +55,7 @@ from shared.adapters.mongo_retention import MongoRetention
 from shared.adapters.mongo_timers import MongoTimers
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import WorkflowDocument
+from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, WorkflowStatus
 from shared.ports.store import WorkflowHeads, decode_heads, heads_of
 from shared.search import SearchRequest
@@ -90,6 +92,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._task_claims = db["task_claims"]
         self._workflow_defs = db["workflow_defs"]
         self._task_defs = db["task_defs"]
+        self._event_handlers = db["event_handlers"]
         self._snapshots = SnapshotCache(db["workflow_snapshots"])
         self._atomic_updates = True
         self._fence_retention_ms = fence_retention_ms
@@ -163,6 +166,24 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
 
     async def delete_workflow_def(self, name: str, version: int) -> bool:
         result = await self._workflow_defs.delete_one({"_id": f"{name}:{version}"})
+        return result.deleted_count > 0
+
+    async def put_event_handler(self, handler: EventHandler, *, create: bool) -> bool:
+        data = {"_id": handler.name, "body": handler.model_dump_json(by_alias=True, exclude_none=True)}
+        if create:
+            [inserted] = await insert_all(self._event_handlers, [data])
+            return inserted
+        result = await self._event_handlers.replace_one({"_id": handler.name}, data)
+        return result.matched_count == 1
+
+    async def list_event_handlers(self) -> list[EventHandler]:
+        found = [
+            EventHandler.model_validate_json(data["body"]) async for data in self._event_handlers.find({})
+        ]
+        return sorted(found, key=lambda handler: handler.name)
+
+    async def delete_event_handler(self, name: str) -> bool:
+        result = await self._event_handlers.delete_one({"_id": name})
         return result.deleted_count > 0
 
     async def delete_task_def(self, name: str) -> bool:

@@ -70,6 +70,7 @@ CREATE TABLE IF NOT EXISTS store_workflow_defs (
     PRIMARY KEY (name, version)
 );
 CREATE TABLE IF NOT EXISTS store_task_defs (name TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS store_event_handlers (name TEXT PRIMARY KEY, body TEXT NOT NULL);
 """
 
 

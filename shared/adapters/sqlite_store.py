@@ -56,6 +56,7 @@ from shared.adapters.sqlite_sql import (
 )
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
+from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
 from shared.ports.store import Commit, ExecutionHead, WorkflowHeads, decode_heads
 from shared.search import SearchRequest
@@ -167,6 +168,24 @@ class SqliteStore:
         return await self._write(
             deleted("DELETE FROM store_workflow_defs WHERE name = ? AND version = ?", (name, version))
         )
+
+    async def put_event_handler(self, handler: EventHandler, *, create: bool) -> bool:
+        body = handler.model_dump_json(by_alias=True, exclude_none=True)
+        if create:
+            sql = "INSERT INTO store_event_handlers (name, body) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+            params: tuple[str, ...] = (handler.name, body)
+        else:
+            sql, params = "UPDATE store_event_handlers SET body = ? WHERE name = ?", (body, handler.name)
+        return await self._write(lambda c: c.execute(sql, params).rowcount == 1)
+
+    async def list_event_handlers(self) -> list[EventHandler]:
+        rows = await self._run(
+            lambda c: c.execute("SELECT body FROM store_event_handlers ORDER BY name").fetchall()
+        )
+        return [EventHandler.model_validate_json(body) for (body,) in rows]
+
+    async def delete_event_handler(self, name: str) -> bool:
+        return await self._write(deleted("DELETE FROM store_event_handlers WHERE name = ?", (name,)))
 
     async def delete_task_def(self, name: str) -> bool:
         return await self._write(deleted("DELETE FROM store_task_defs WHERE name = ?", (name,)))

@@ -33,6 +33,7 @@ from shared.models.messages import (
     TaskResult,
     TerminateWorkflow,
     TimerFired,
+    UpdateVariables,
 )
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
 
@@ -61,6 +62,7 @@ def apply(run: DecisionRun, event: DeciderInbound) -> None:
             | RerunWorkflow()
             | RetryWorkflow()
             | SkipTask()
+            | UpdateVariables()
             | SubWorkflowReopened()
         ):
             apply_operation(run, event)

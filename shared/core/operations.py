@@ -15,6 +15,7 @@ from typing import assert_never
 
 from shared.core.refs import node_ref, scope_of
 from shared.core.run import DecisionRun, HistoryNeededError, LatestDefinitionNeededError
+from shared.models.limits import describe, payload_problems
 from shared.models.messages import (
     PauseWorkflow,
     RerunWorkflow,
@@ -23,6 +24,7 @@ from shared.models.messages import (
     RetryWorkflow,
     SkipTask,
     SubWorkflowReopened,
+    UpdateVariables,
 )
 from shared.models.runtime import (
     OPERATIONS_KEPT,
@@ -40,6 +42,7 @@ Operation = (
     | RerunWorkflow
     | RetryWorkflow
     | SkipTask
+    | UpdateVariables
     | SubWorkflowReopened
 )
 
@@ -67,6 +70,8 @@ def apply_operation(run: DecisionRun, command: Operation) -> None:
             _rerun(run, command)
         case RetryWorkflow():
             _retry(run, command)
+        case UpdateVariables():
+            _update_variables(run, command)
         case SubWorkflowReopened():
             _child_reopened(run, command)
         case _:
@@ -154,6 +159,25 @@ def _skip(run: DecisionRun, command: SkipTask) -> None:
         return
     state.pending_skips[ref] = PendingSkip(task_input=command.task_input, task_output=command.task_output)
     _record(run, command, note=f"{ref} is skipped when it is reached")
+
+
+def _update_variables(run: DecisionRun, command: UpdateVariables) -> None:
+    state = run.state
+    if state.status.is_terminal:
+        _record(run, command, refusal=f"the workflow has ended ({state.status}); its variables are final")
+        return
+    merged = dict(state.variables)
+    for name, value in command.variables.items():
+        if command.append_array and isinstance(merged.get(name), list):
+            merged[name] = [*merged[name], *(value if isinstance(value, list) else [value])]
+        else:
+            merged[name] = value
+    problems = payload_problems(merged, "variables", run.limits.payload)
+    if problems:
+        _record(run, command, refusal=f"the variables would be past the limits: {describe(problems)}")
+        return
+    state.variables = merged
+    _record(run, command, note=", ".join(sorted(command.variables)))
 
 
 # ---- running a finished execution again ------------------------------------------------------

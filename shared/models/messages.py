@@ -179,6 +179,16 @@ class SkipTask(Envelope):
     task_output: dict[str, Any] = Field(default_factory=dict)
 
 
+class UpdateVariables(Envelope):
+    """Set workflow variables of a RUNNING or PAUSED execution (an event handler's
+    update_workflow_variables action); with `appendArray`, a list variable is appended to."""
+
+    type: Literal["update_variables"] = "update_variables"
+    workflow_id: WorkflowId
+    variables: dict[str, Any] = Field(default_factory=dict)
+    append_array: bool = False
+
+
 class SubWorkflowReopened(Envelope):
     """Sent by a child execution to its parent when an operator made the finished child run
     again (retry, rerun, restart): the parent's SUB_WORKFLOW task waits for it again, and the
@@ -190,7 +200,15 @@ class SubWorkflowReopened(Envelope):
     sub_workflow_id: WorkflowId
 
 
-LifecycleCommand = PauseWorkflow | ResumeWorkflow | RestartWorkflow | RerunWorkflow | RetryWorkflow | SkipTask
+LifecycleCommand = (
+    PauseWorkflow
+    | ResumeWorkflow
+    | RestartWorkflow
+    | RerunWorkflow
+    | RetryWorkflow
+    | SkipTask
+    | UpdateVariables
+)
 """The operations of docs/operations.md (terminate aside, which existed before them)."""
 
 
@@ -238,6 +256,7 @@ DeciderInbound = Annotated[
     | RerunWorkflow
     | RetryWorkflow
     | SkipTask
+    | UpdateVariables
     | SubWorkflowReopened,
     Field(discriminator="type"),
 ]

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
+from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
 from shared.search import SearchRequest
 
@@ -139,6 +140,15 @@ class Store(Protocol):
     async def delete_task_def(self, name: str) -> bool:
         """Forget a TaskDef; True if it existed. Snapshots already taken keep their copy."""
         ...
+
+    # ---- event handlers ----
+    async def put_event_handler(self, handler: EventHandler, *, create: bool) -> bool:
+        """create: store a new handler (False if one has its name); else replace the handler of
+        its name (False if there is none)."""
+        ...
+
+    async def list_event_handlers(self) -> list[EventHandler]: ...
+    async def delete_event_handler(self, name: str) -> bool: ...
 
     # ---- workflows ----
     async def load_workflow(self, workflow_id: str) -> WorkflowDocument | None:

@@ -36,6 +36,7 @@ PATH_VALUES = {
     "task_ref_name": "r",
     "task_reference_name": "r",
     "correlation_id": "c",
+    "event": "kafka:x",
     "status": "COMPLETED",
     "task_id": "task-x",
     "letter_id": "0:0",

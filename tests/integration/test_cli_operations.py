@@ -94,9 +94,11 @@ def test_listing_searching_watching_and_starting_again(dev_server: DevServer, tm
     )
     assert run("def", "register", str(definitions), *server)[0] == 0
     code, out = run("def", "ls", "--tasks", "--json", *server)
-    assert code == 0 and {"name": "cli_listed_task", "retryCount": 1}.items() <= next(
-        t for t in json.loads(out) if t["name"] == "cli_listed_task"
-    ).items()
+    assert (
+        code == 0
+        and {"name": "cli_listed_task", "retryCount": 1}.items()
+        <= next(t for t in json.loads(out) if t["name"] == "cli_listed_task").items()
+    )
     code, out = run("def", "ls", "--tasks", *server)
     assert code == 0 and "cli_listed_task" in out
 
@@ -106,7 +108,9 @@ def test_listing_searching_watching_and_starting_again(dev_server: DevServer, tm
     code, out = run("start", "cli_held", "--id", "cli-held-1", *server)
     assert code == 0 and "already exists" in out and "nothing started" in out
 
-    code, out = run("ls", "--query", "workflowType = cli_held AND status IN (RUNNING, PAUSED)", "--json", *server)
+    code, out = run(
+        "ls", "--query", "workflowType = cli_held AND status IN (RUNNING, PAUSED)", "--json", *server
+    )
     assert code == 0 and [w["workflowId"] for w in json.loads(out)] == ["cli-held-1"], out
     code, out = run("ls", "--query", "colour = red", *server)
     assert code == 2 and "unknown field 'colour'" in out

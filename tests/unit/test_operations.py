@@ -328,3 +328,20 @@ def test_terminate_with_trigger_failure_workflow_starts_it() -> None:
     h2 = Harness(h.definition, {"n": 1})
     h2.send(TerminateWorkflow(id=h2.command_id(), workflow_id="wf-1"))
     assert not [m for m in h2.last.outbox if isinstance(m, StartWorkflow)]
+
+
+def test_update_variables_sets_and_appends_and_refuses_an_ended_workflow() -> None:
+    from shared.models.messages import UpdateVariables
+
+    h = Harness(three_step_def().model_copy(update={"variables": {"seen": ["a"]}}), {"n": 1})
+    h.send(
+        UpdateVariables(
+            id=h.command_id(), workflow_id="wf-1", variables={"seen": "b", "n": 2}, append_array=True
+        )
+    )
+    assert h.state.variables == {"seen": ["a", "b"], "n": 2}
+    h.send(UpdateVariables(id=h.command_id(), workflow_id="wf-1", variables={"seen": []}))
+    assert h.state.variables == {"seen": [], "n": 2}
+    h.send(TerminateWorkflow(id=h.command_id(), workflow_id="wf-1"))
+    h.send(UpdateVariables(id=h.command_id(), workflow_id="wf-1", variables={"late": 1}))
+    assert last_operation(h)[1] is False and "late" not in h.state.variables

@@ -3,8 +3,9 @@
 dispatch, retries per TaskDef, response timeouts and heartbeats as a SIMPLE task.
 
 Registration checks what could never run: an HTTP task needs `http_request` (or `uri` and
-`method`) in its input; an EVENT task needs a `sink`, and Cairn publishes to `kafka:<topic>`
-sinks only (Kafka on a deployment, the embedded bus in `cairn dev`).
+`method`) in its input; an EVENT task needs a `sink`: Cairn publishes to `kafka:<topic>` sinks
+(Kafka on a deployment, the embedded bus in `cairn dev`) and to Conductor's internal `conductor`
+queues, which event handlers consume (services/events).
 """
 
 from __future__ import annotations
@@ -39,11 +40,22 @@ class HttpTask(WorkerTask):
         return []
 
 
+CONDUCTOR_SINK = re.compile(r"^conductor(?::([A-Za-z0-9_.-]{1,200}))?$")
+"""`conductor` or `conductor:<queue>`: Conductor's internal queue, which event handlers listen on."""
+
+
 def sink_problem(sink: str) -> str | None:
     if "${" in sink:
         return None
+    if sink.startswith("conductor"):
+        if CONDUCTOR_SINK.match(sink):
+            return None
+        return (
+            f"sink {sink!r}: a conductor sink is `conductor` or `conductor:<queue>`"
+            " (queue: letters, digits, '.', '_', '-')"
+        )
     if not sink.startswith("kafka:"):
-        return f"sink {sink!r} is not supported by Cairn: use kafka:<topic>"
+        return f"sink {sink!r} is not supported by Cairn: use kafka:<topic>, conductor or conductor:<queue>"
     if not KAFKA_TOPIC.match(sink.removeprefix("kafka:")):
         return f"sink {sink!r}: a Kafka topic name is letters, digits, '.', '_' and '-' (at most 249)"
     return None
@@ -53,13 +65,18 @@ class EventTask(WorkerTask):
     name = "EVENT"
 
     def start(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> None:
-        """Conductor copies `sink` (resolved) and `asyncComplete` into the input."""
+        """Conductor copies `sink` (resolved) and `asyncComplete` into the input; a `conductor`
+        sink names its queue `conductor:<workflowName>:<taskReferenceName>` (`conductor:<queue>`:
+        `conductor:<workflowName>:<queue>`), as Conductor's Event task does."""
         sink = engine.evaluate({"sink": node.sink or ""})["sink"]
+        queue = CONDUCTOR_SINK.match(sink) if isinstance(sink, str) else None
+        if queue is not None:
+            sink = f"conductor:{engine.state.workflow_name}:{queue.group(1) or node.task_reference_name}"
         task.input_data = {**task.input_data, "sink": sink, "asyncComplete": node.async_complete}
         super().start(engine, node, task, scope)
 
     def problems(self, node: WorkflowTask, path: str) -> Problems:
         if not node.sink:
-            return [(f"{path}.sink", "required: where to publish, kafka:<topic>")]
+            return [(f"{path}.sink", "required: where to publish, kafka:<topic> or conductor")]
         problem = sink_problem(node.sink)
         return [(f"{path}.sink", problem)] if problem else []

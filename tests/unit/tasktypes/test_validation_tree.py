@@ -270,18 +270,30 @@ def test_sub_workflow_without_sub_workflow_param_or_name() -> None:
 @pytest.mark.parametrize(
     ("sink", "message"),
     [
-        ("sqs:queue", "sink 'sqs:queue' is not supported by Cairn: use kafka:<topic>"),
-        ("conductor", "sink 'conductor' is not supported by Cairn: use kafka:<topic>"),
+        (
+            "sqs:queue",
+            "sink 'sqs:queue' is not supported by Cairn: use kafka:<topic>, conductor or conductor:<queue>",
+        ),
+        (
+            "conductor:a:b",
+            "sink 'conductor:a:b': a conductor sink is `conductor` or `conductor:<queue>` "
+            "(queue: letters, digits, '.', '_', '-')",
+        ),
         (
             "kafka:bad topic",
             "sink 'kafka:bad topic': a Kafka topic name is letters, digits, '.', '_' and '-' (at most 249)",
         ),
-        (None, "required: where to publish, kafka:<topic>"),
+        (None, "required: where to publish, kafka:<topic> or conductor"),
     ],
 )
-def test_event_with_a_sink_that_is_not_kafka(sink: str | None, message: str) -> None:
+def test_event_with_a_sink_cairn_cannot_publish_to(sink: str | None, message: str) -> None:
     node = task("EVENT", "e") if sink is None else task("EVENT", "e", sink=sink)
     assert problems(node) == [("tasks[0].sink", message)]
+
+
+def test_conductor_sinks_are_taken() -> None:
+    for sink in ("conductor", "conductor:approvals"):
+        parse_workflow_def({"name": "w", "tasks": [task("EVENT", "e", sink=sink)]})
 
 
 def test_event_sinks_built_at_run_time_are_left_for_run_time() -> None:
