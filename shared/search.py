@@ -28,7 +28,7 @@ from typing import Any, Literal
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from shared.models.runtime import WorkflowStatus
+from shared.models.runtime import WorkflowState, WorkflowStatus
 
 FieldKind = Literal["text", "status", "time", "int"]
 FIELDS: dict[str, FieldKind] = {
@@ -196,6 +196,21 @@ class _Build(Transformer[Token, Query]):
 
     def or_expr(self, *parts: Query) -> AnyOf:
         return AnyOf(parts)
+
+
+def searched_fields(state: WorkflowState) -> tuple[object, ...]:
+    """What a search row holds of a state: a commit that changes none of it leaves the row."""
+    return (
+        state.workflow_name,
+        state.status,
+        state.correlation_id,
+        state.start_time,
+        state.create_time,
+        state.end_time,
+        state.workflow_version,
+        state.parent_workflow_id,
+        state.idempotency_key,
+    )
 
 
 def parse_query(text: str | None) -> Query | None:

@@ -49,6 +49,7 @@ from shared.models.messages import (
 from shared.models.runtime import TaskState, WorkflowState, WorkflowStatus
 from shared.ports.bus import Bus, Outgoing, Received, RedeliverError
 from shared.ports.store import Commit, Store
+from shared.search import searched_fields
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -359,7 +360,12 @@ class DeciderHandler:
                 if task.status.is_terminal
             ]
             plan.commit = Commit(
-                committed, document.version, tasks, read_at=now, base_updated_at=document.updated_at
+                committed,
+                document.version,
+                tasks,
+                read_at=now,
+                base_updated_at=document.updated_at,
+                searched_changed=searched_fields(document.state) != searched_fields(decision.state),
             )
             return plan
 

@@ -97,7 +97,8 @@ class WorkflowRow:
 @dataclass(frozen=True)
 class PreparedCommit:
     row: WorkflowRow
-    search: SearchRow
+    search: SearchRow | None
+    """None: no searched field changed, the search row stands."""
     expected_version: int
     tasks: tuple[tuple[str, str, int, str], ...]
     snapshot: tuple[str, str] | None
@@ -204,7 +205,8 @@ def apply_commit(connection: sqlite3.Connection, commit: PreparedCommit) -> bool
         )  # fmt: skip
     if cursor.rowcount != 1:
         return False
-    write_search_row(connection, commit.search)
+    if commit.search is not None:
+        write_search_row(connection, commit.search)
     if commit.snapshot is not None:
         connection.execute(
             "INSERT INTO store_snapshots (id, body) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",

@@ -320,7 +320,7 @@ class SqliteStore:
             snapshot = self._snapshots.identify(document.definition)
         return PreparedCommit(
             row=workflow_row(document, None if snapshot is None else snapshot[0]),
-            search=search_row(document),
+            search=search_row(document) if commit.searched_changed or commit.expected_version == 0 else None,
             expected_version=commit.expected_version,
             tasks=tuple(task_row(task) for task in commit.tasks),
             snapshot=snapshot,

@@ -33,6 +33,10 @@ class Commit:
     cache of its own commits, at most 30 s before). A commit made long after its read — a decider
     frozen between the two — gets a version check of its own on MongoDB (its fence may be gone);
     None always gets it."""
+    searched_changed: bool = True
+    """Whether a field searches look at (status, correlation id, times, version: shared/search.py)
+    differs from the base version's; the decider says False for the many commits that change
+    none, and an adapter that keeps a search index apart (SQLite) leaves it alone then."""
     base_updated_at: int | None = None
     """`updated_at` of the version the decision is based on (`expected_version`), which every
     rival for the next version shares: the MongoDB adapter files the commit's fence by it
