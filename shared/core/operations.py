@@ -403,17 +403,18 @@ def _rewind(
     after the forks around it wait again. With `keep`, `target` itself stays (reopened)."""
     state = run.state
     kept: dict[str, TaskState] = {}
-    dropped: list[int] = []
+    kept_seqs: set[int] = set()
     for execution in sorted(executions.values(), key=lambda t: t.seq):
-        if execution.seq < target.seq and execution.status is not TaskStatus.CANCELED:
+        earlier = execution.seq < target.seq or _in_a_parallel_branch(run, execution, target)
+        if earlier and execution.status is not TaskStatus.CANCELED:
             kept[node_ref(execution.reference_task_name)] = execution
-        elif execution.seq < target.seq:
-            dropped.append(execution.seq)
+            kept_seqs.add(execution.seq)
     if keep:
         kept[node_ref(target.reference_task_name)] = target
-    _supersede(run, target.seq + 1 if keep else target.seq, state.next_seq - 1)
-    for seq in dropped:
-        _supersede(run, seq, seq)
+        kept_seqs.add(target.seq)
+    for execution in executions.values():  # ended by the end (cancelled), or after the target
+        if execution.seq not in kept_seqs:
+            _supersede(run, execution.seq, execution.seq)
     state.tasks = kept
     run.forget_index()
     ref = node_ref(target.reference_task_name)
@@ -438,6 +439,34 @@ def _rewind(
                 join.output_data = {}
                 _reopen(run, join)
         parent = run.parent_of(parent)
+
+
+def _fork_branches(run: DecisionRun, ref: str) -> dict[str, str]:
+    """The FORK_JOINs around node `ref`, each with the branch (`forkTasks[i]`) it is in."""
+    found: dict[str, str] = {}
+    place = run.plan.place(ref)
+    while place is not None and place.parent is not None:
+        owner = run.plan.place(place.parent)
+        if owner is not None and owner.node.type == "FORK_JOIN":
+            found[place.parent] = place.list_key
+        place = owner
+    return found
+
+
+def _in_a_parallel_branch(run: DecisionRun, execution: TaskState, target: TaskState) -> bool:
+    """Whether `execution` ran in another branch of a fork around `target` (in the same loop
+    iteration): what it did does not depend on `target`, so a rerun keeps it whenever it ran."""
+    theirs = _fork_branches(run, node_ref(execution.reference_task_name))
+    ours = _fork_branches(run, node_ref(target.reference_task_name))
+    for fork, branch in ours.items():
+        if fork in theirs and theirs[fork] != branch:
+            place = run.plan.place(fork)
+            depth = len(place.loops) if place is not None else 0
+            return (
+                scope_of(execution.reference_task_name)[:depth]
+                == scope_of(target.reference_task_name)[:depth]
+            )
+    return False
 
 
 def _child_reopened(run: DecisionRun, event: SubWorkflowReopened) -> None:

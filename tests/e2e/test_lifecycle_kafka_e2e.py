@@ -22,6 +22,7 @@ from tests.integration.test_lifecycle_api import (  # noqa: F401  (collected her
     test_bulk_operations_answer_conductors_bulk_response,
     test_operations_that_do_not_apply_answer_409_with_conductors_body,
     test_pause_keeps_the_running_tasks_result_and_schedules_nothing_until_resume,
+    test_rerun_from_a_fork_branch_and_from_a_loop_iteration_keeps_the_earlier_outputs,
     test_rerun_from_a_task_keeps_the_tasks_before_it,
     test_rerun_from_a_task_of_a_sub_workflow_reruns_the_child_and_the_parent,
     test_restart_with_latest_definitions_after_the_definition_was_fixed,

@@ -367,3 +367,65 @@ def test_rerun_from_a_task_of_a_sub_workflow_reruns_the_child_and_the_parent(
     }
     done = until_status(workflows, workflow_id, "COMPLETED")
     assert done.output == {"v": 2} and tasks_of(done) == [("sub", "COMPLETED")]
+
+
+def test_rerun_from_a_fork_branch_and_from_a_loop_iteration_keeps_the_earlier_outputs(
+    http: httpx.Client, workflows: OrkesWorkflowClient
+) -> None:
+    name, task_type = three_steps(http)  # for its task type
+    simple = {"name": task_type, "type": "SIMPLE"}
+    definition = {
+        "name": f"{name}_shapes",
+        "version": 1,
+        "tasks": [
+            {
+                "name": "fork",
+                "taskReferenceName": "fork",
+                "type": "FORK_JOIN",
+                "forkTasks": [
+                    [{**simple, "taskReferenceName": "left"}],
+                    [{**simple, "taskReferenceName": "right"}],
+                ],
+            },
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["left", "right"]},
+            {
+                "name": "loop",
+                "taskReferenceName": "loop",
+                "type": "DO_WHILE",
+                "loopCondition": "$.loop['iteration'] < 3",
+                "loopOver": [{**simple, "taskReferenceName": "body"}],
+            },
+        ],
+        "outputParameters": {"join": "${join.output}", "loop": "${loop.output}"},
+    }
+    http.post("/api/metadata/workflow", json=definition).raise_for_status()
+    workflow_id = start(http, definition["name"])
+    by_ref: dict[str, dict[str, Any]] = {}
+    for _ in range(5):  # left and right in either order, then body__1..3
+        task = poll(http, task_type)
+        by_ref[task["referenceTaskName"]] = task
+        report(http, task, v=task["referenceTaskName"])
+    assert sorted(by_ref) == ["body__1", "body__2", "body__3", "left", "right"]
+    first = until_status(workflows, workflow_id, "COMPLETED")
+    assert first.output["join"] == {"left": {"v": "left"}, "right": {"v": "right"}}
+
+    # a loop iteration: iterations before it keep their outputs, the loop goes on from there
+    workflows.rerun_workflow(
+        workflow_id, RerunWorkflowRequest(re_run_from_task_id=by_ref["body__2"]["taskId"])
+    )
+    run(http, task_type, "body__2", v="again-2")
+    run(http, task_type, "body__3", v="again-3")
+    second = until_status(workflows, workflow_id, "COMPLETED")
+    assert second.output["loop"]["1"] == {"body": {"v": "body__1"}}
+    assert second.output["loop"]["2"] == {"body": {"v": "again-2"}}
+    assert second.output["join"] == first.output["join"]
+
+    # a fork branch: the other branch keeps its output, the JOIN collects again, the loop runs again
+    left = next(t for t in second.tasks if t.reference_task_name == "left")
+    workflows.rerun_workflow(workflow_id, RerunWorkflowRequest(re_run_from_task_id=left.task_id))
+    run(http, task_type, "left", v="left-again")
+    for i in (1, 2, 3):
+        run(http, task_type, f"body__{i}", v=f"third-{i}")
+    third = until_status(workflows, workflow_id, "COMPLETED")
+    assert third.output["join"] == {"left": {"v": "left-again"}, "right": {"v": "right"}}
+    assert [t.reference_task_name for t in third.tasks if t.reference_task_name == "right"] == ["right"]

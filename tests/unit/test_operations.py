@@ -345,3 +345,19 @@ def test_update_variables_sets_and_appends_and_refuses_an_ended_workflow() -> No
     h.send(TerminateWorkflow(id=h.command_id(), workflow_id="wf-1"))
     h.send(UpdateVariables(id=h.command_id(), workflow_id="wf-1", variables={"late": 1}))
     assert last_operation(h)[1] is False and "late" not in h.state.variables
+
+
+def test_rerun_keeps_a_parallel_branch_that_ran_after_the_task() -> None:
+    """Seq order is not dependency order: `y` was created after `x` (the fork makes its branch
+    heads in order), but does not depend on it; Conductor would run it again."""
+    fork, join = fork_of([simple("x")], [simple("y")], join_on=["x", "y"])
+    h = Harness(definition(fork, join))
+    h.finish("x", v=1)
+    h.finish("y", v=2)
+    x, y = h.task("x"), h.task("y")
+    assert y.seq > x.seq
+    h.send(RerunWorkflow(id=h.command_id(), workflow_id="wf-1", re_run_from_task_id=x.task_id))
+    assert h.dispatched() == ["x"] and h.task("y").task_id == y.task_id
+    h.finish("x", v=10)
+    assert h.task("j").output_data == {"x": {"v": 10}, "y": {"v": 2}}
+    assert [t.reference_task_name for t in h.visible()] == ["f", "y", "x", "j"]
