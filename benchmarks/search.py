@@ -101,7 +101,7 @@ def main() -> None:
         db = Path(directory) / "cairn-dev.db"
         fill_s = asyncio.run(fill(db, args.executions))
         print(f"filled {args.executions} finished executions in {fill_s:.1f} s", file=sys.stderr)
-        server = DevServer(Path(directory), db)
+        server = DevServer(Path(directory), db, CAIRN_RETENTION_DAYS="0")  # keep them all
         server.start()
         results: dict[str, Any] = {"executions": args.executions, "fill_s": round(fill_s, 1), "queries": {}}
         try:

@@ -28,9 +28,9 @@ from typing import Any, Literal
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from shared.models.runtime import WorkflowState, WorkflowStatus
+from shared.models.runtime import TaskStatus, WorkflowState, WorkflowStatus
 
-FieldKind = Literal["text", "status", "time", "int"]
+FieldKind = Literal["text", "status", "task_status", "time", "int"]
 FIELDS: dict[str, FieldKind] = {
     "workflowType": "text",
     "workflowId": "text",
@@ -43,6 +43,20 @@ FIELDS: dict[str, FieldKind] = {
     "parentWorkflowId": "text",
     "idempotencyKey": "text",
 }
+TASK_FIELDS: dict[str, FieldKind] = {
+    "taskId": "text",
+    "taskType": "text",
+    "taskDefName": "text",
+    "referenceTaskName": "text",
+    "status": "task_status",
+    "workflowId": "text",
+    "workflowType": "text",
+    "scheduledTime": "time",
+    "startTime": "time",
+    "updateTime": "time",
+    "endTime": "time",
+}
+"""What `GET /api/tasks/search` filters and sorts task executions by."""
 Op = Literal["=", "!=", ">", "<", ">=", "<=", "IN", "IS NULL", "IS NOT NULL", "BETWEEN", "STARTS_WITH"]
 MAX_SIZE = 5000
 """Conductor's bound on one page of search results."""
@@ -127,9 +141,15 @@ def _unquote(token: Token) -> Any:
     return text
 
 
-def _value(field_name: str, raw: Any) -> Any:
+def _value(field_name: str, raw: Any, fields: dict[str, FieldKind]) -> Any:
     """A value as the field holds it: a status checked, a time in epoch ms, a version an int."""
-    kind = FIELDS[field_name]
+    kind = fields[field_name]
+    if kind == "task_status":
+        try:
+            return TaskStatus(str(raw).upper()).value
+        except ValueError:
+            allowed = ", ".join(s.value for s in TaskStatus)
+            raise QueryError(f"query: {raw!r} is not a task status ({allowed})") from None
     if kind == "status":
         try:
             return WorkflowStatus(str(raw).upper()).value
@@ -154,11 +174,15 @@ def _value(field_name: str, raw: Any) -> Any:
 
 @v_args(inline=True)
 class _Build(Transformer[Token, Query]):
+    def __init__(self, fields: dict[str, FieldKind]) -> None:
+        super().__init__()
+        self.fields = fields
+
     def _field(self, token: Token) -> str:
         name = str(token)
-        if name not in FIELDS:
+        if name not in self.fields:
             raise QueryError(
-                f"query: unknown field {name!r} at column {token.column}; search by {', '.join(FIELDS)}"
+                f"query: unknown field {name!r} at column {token.column}; search by {', '.join(self.fields)}"
             )
         return name
 
@@ -167,13 +191,13 @@ class _Build(Transformer[Token, Query]):
 
     def compare(self, name: Token, op: Token, value: Any) -> Condition:
         field_name = self._field(name)
-        if FIELDS[field_name] in ("text", "status") and str(op) in (">", "<", ">=", "<="):
+        if self.fields[field_name] in ("text", "status", "task_status") and str(op) in (">", "<", ">=", "<="):
             raise QueryError(f"query: {field_name} cannot be compared with {op} (only = != IN STARTS_WITH)")
-        return Condition(field_name, str(op), (_value(field_name, value),))  # type: ignore[arg-type]
+        return Condition(field_name, str(op), (_value(field_name, value, self.fields),))  # type: ignore[arg-type]
 
     def in_list(self, name: Token, *values: Any) -> Condition:
         field_name = self._field(name)
-        return Condition(field_name, "IN", tuple(_value(field_name, v) for v in values))
+        return Condition(field_name, "IN", tuple(_value(field_name, v, self.fields) for v in values))
 
     def is_null(self, name: Token) -> Condition:
         return Condition(self._field(name), "IS NULL")
@@ -183,11 +207,15 @@ class _Build(Transformer[Token, Query]):
 
     def between(self, name: Token, low: Any, high: Any) -> Condition:
         field_name = self._field(name)
-        return Condition(field_name, "BETWEEN", (_value(field_name, low), _value(field_name, high)))
+        return Condition(
+            field_name,
+            "BETWEEN",
+            (_value(field_name, low, self.fields), _value(field_name, high, self.fields)),
+        )
 
     def starts_with(self, name: Token, prefix: Any) -> Condition:
         field_name = self._field(name)
-        if FIELDS[field_name] != "text":
+        if self.fields[field_name] != "text":
             raise QueryError(f"query: STARTS_WITH takes a text field, not {field_name}")
         return Condition(field_name, "STARTS_WITH", (str(prefix),))
 
@@ -213,12 +241,12 @@ def searched_fields(state: WorkflowState) -> tuple[object, ...]:
     )
 
 
-def parse_query(text: str | None) -> Query | None:
+def parse_query(text: str | None, fields: dict[str, FieldKind] = FIELDS) -> Query | None:
     if text is None or not text.strip():
         return None
     try:
         tree = _PARSER.parse(text)
-        return _Build().transform(tree)
+        return _Build(fields).transform(tree)
     except UnexpectedInput as error:
         raise QueryError(_syntax_message(text, error)) from None
     except LarkError as error:  # a QueryError raised inside the transformer arrives wrapped
@@ -241,15 +269,15 @@ def _syntax_message(text: str, error: UnexpectedInput) -> str:
     return f"query: cannot read it at column {column}"
 
 
-def parse_sort(text: str | None) -> tuple[tuple[str, bool], ...]:
+def parse_sort(text: str | None, fields: dict[str, FieldKind] = FIELDS) -> tuple[tuple[str, bool], ...]:
     """Conductor's `sort`: `field[:ASC|DESC]`, several joined by `|` (Conductor) or `,`."""
     if text is None or not text.strip():
         return (("startTime", True),)
     found: list[tuple[str, bool]] = []
     for item in text.replace(",", "|").split("|"):
         name, _, order = item.strip().partition(":")
-        if name not in FIELDS:
-            raise QueryError(f"sort: unknown field {name!r}; sort by {', '.join(FIELDS)}")
+        if name not in fields:
+            raise QueryError(f"sort: unknown field {name!r}; sort by {', '.join(fields)}")
         if order.upper() not in ("", "ASC", "DESC"):
             raise QueryError(f"sort: {order!r} is not ASC or DESC (in {item.strip()!r})")
         found.append((name, order.upper() == "DESC"))

@@ -6,7 +6,17 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from services.api import bulk, deadletters, events, execute, executions, lifecycle, metadata, tasks
+from services.api import (
+    bulk,
+    deadletters,
+    events,
+    execute,
+    executions,
+    lifecycle,
+    metadata,
+    task_search,
+    tasks,
+)
 from services.api.auth import authorise, token_router
 from services.api.body_limit import BodyLimit
 from services.api.context import ApiContext
@@ -28,6 +38,7 @@ def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> Fas
     app.include_router(bulk.router)  # before /api/workflow/{workflow_id}/...: "bulk" is no id
     app.include_router(lifecycle.router)
     app.include_router(executions.router)
+    app.include_router(task_search.router)  # before /api/tasks/{task_id}: "search" is no id
     app.include_router(tasks.router)
     app.include_router(deadletters.router)
     app.include_router(events.router)

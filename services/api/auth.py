@@ -80,6 +80,7 @@ ROUTE_PERMISSIONS: dict[tuple[str, str], Permission] = {
     ("POST", "/api/tasks/update-v2"): P.WORK,
     ("POST", "/api/tasks/{workflow_id}/{task_ref_name}/{status}"): P.SIGNAL,
     ("GET", "/api/tasks/{task_id}"): P.READ,
+    ("GET", "/api/tasks/search"): P.READ,
     # event handlers
     ("POST", "/api/event"): P.DEFINE,
     ("PUT", "/api/event"): P.DEFINE,

@@ -38,8 +38,23 @@ SEARCH_INDEXES = [
 """Indexed on MongoDB, where they serve the searches (not on FerretDB, where they only cost)."""
 
 
-def _condition(condition: Condition) -> dict[str, Any]:
-    name = FIELDS[condition.field]
+TASK_FIELDS = {
+    "taskId": "_id",
+    "taskType": "taskType",
+    "taskDefName": "taskDefName",
+    "referenceTaskName": "referenceTaskName",
+    "status": "status",
+    "workflowId": "workflowInstanceId",
+    "workflowType": "workflowType",
+    "scheduledTime": "scheduledTime",
+    "startTime": "startTime",
+    "updateTime": "updateTime",
+    "endTime": "endTime",
+}
+
+
+def _condition(condition: Condition, fields: dict[str, str]) -> dict[str, Any]:
+    name = fields[condition.field]
     values = condition.values
     match condition.op:
         case "=" if isinstance(values[0], str) and "*" in values[0]:
@@ -70,11 +85,16 @@ def _condition(condition: Condition) -> dict[str, Any]:
     raise ValueError(f"no filter for {condition.op}")
 
 
-def to_filter(query: Query | None, free_text: str | None) -> dict[str, Any]:
+def to_filter(
+    query: Query | None,
+    free_text: str | None,
+    fields: dict[str, str] = FIELDS,
+    text_fields: tuple[str, ...] = ("state",),
+) -> dict[str, Any]:
     def part(node: Query) -> dict[str, Any]:
         match node:
             case Condition():
-                return _condition(node)
+                return _condition(node, fields)
             case AllOf():
                 return {"$and": [part(p) for p in node.parts]} if node.parts else {}
             case AnyOf():
@@ -82,7 +102,8 @@ def to_filter(query: Query | None, free_text: str | None) -> dict[str, Any]:
 
     parts = [part(query)] if query is not None else []
     if free_text is not None:
-        parts.append({"state": {"$regex": re.escape(free_text), "$options": "i"}})
+        pattern = {"$regex": re.escape(free_text), "$options": "i"}
+        parts.append({"$or": [{name: pattern} for name in text_fields]})
     if not parts:
         return {}
     return parts[0] if len(parts) == 1 else {"$and": parts}
@@ -95,6 +116,9 @@ async def search(running: Any, finished: Any, request: SearchRequest) -> tuple[i
     if all(key != "_id" for key, _ in sort):
         sort.append(("_id", ASCENDING))  # a stable order between equal keys, for paging
     wanted = request.start + request.size
+    if request.size == 0:  # the count only (a limit of 0 is no limit to MongoDB)
+        counts = await asyncio.gather(running.count_documents(query), finished.count_documents(query))
+        return sum(counts), []
     counts, pages = zip(
         *await asyncio.gather(
             *(
@@ -116,3 +140,16 @@ async def search(running: Any, finished: Any, request: SearchRequest) -> tuple[i
         ordered.sort(key=lambda d: d.get(FIELDS[name]) or 0, reverse=descending)
     moving = sum(len(page) for page in pages) - len(newest)
     return sum(counts) - moving, ordered[request.start : wanted]
+
+
+async def search_tasks(tasks: Any, request: SearchRequest) -> tuple[int, list[dict[str, Any]]]:
+    """Task records (one collection): exact count and one page, in the request's order."""
+    query = to_filter(request.query, request.free_text, TASK_FIELDS, ("inputData", "outputData"))
+    sort = [(TASK_FIELDS[name], DESCENDING if descending else ASCENDING) for name, descending in request.sort]
+    if all(key != "_id" for key, _ in sort):
+        sort.append(("_id", ASCENDING))
+    total = await tasks.count_documents(query)
+    if request.size == 0:  # a limit of 0 is no limit to MongoDB
+        return int(total), []
+    page = await tasks.find(query, sort=sort, skip=request.start, limit=request.size).to_list()
+    return int(total), page

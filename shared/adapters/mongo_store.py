@@ -268,6 +268,10 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         unsent = await self._unsent_outboxes([data["_id"] for data in found])
         return total, [await self._from_mongo(data, unsent) for data in found]
 
+    async def search_tasks(self, request: SearchRequest) -> tuple[int, list[TaskState]]:
+        total, found = await mongo_search.search_tasks(self._tasks, request)
+        return total, [task_from_mongo(data) for data in found]
+
     async def find_task_workflow(self, task_id: str) -> str | None:
         """History first (a lookup by `_id`), then live executions through the `taskIds`
         multikey index (on FerretDB that filter scans the collection; fine for an API read).

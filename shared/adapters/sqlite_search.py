@@ -112,8 +112,29 @@ def _like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _condition(condition: Condition, params: list[Any]) -> str:
-    column = COLUMNS[condition.field]
+TASK_COLUMNS = {
+    "taskId": "t.id",
+    "workflowId": "t.workflow_id",
+    **{
+        name: f"json_extract(t.body, '$.{key}')"
+        for name, key in (
+            ("taskType", "taskType"),
+            ("taskDefName", "taskDefName"),
+            ("referenceTaskName", "referenceTaskName"),
+            ("status", "status"),
+            ("workflowType", "workflowType"),
+            ("scheduledTime", "scheduledTime"),
+            ("startTime", "startTime"),
+            ("updateTime", "updateTime"),
+            ("endTime", "endTime"),
+        )
+    },
+}
+"""Task records are searched by their JSON: a scan of `store_tasks` (an operator's call)."""
+
+
+def _condition(condition: Condition, params: list[Any], columns: dict[str, str]) -> str:
+    column = columns[condition.field]
     values = condition.values
     match condition.op:
         case "=" if isinstance(values[0], str) and "*" in values[0]:  # Conductor's wildcard
@@ -146,11 +167,17 @@ def _condition(condition: Condition, params: list[Any]) -> str:
     raise ValueError(f"no SQL for {condition.op}")
 
 
-def where_clause(query: Query | None, free_text: str | None, params: list[Any]) -> str:
+def where_clause(
+    query: Query | None,
+    free_text: str | None,
+    params: list[Any],
+    columns: dict[str, str] = COLUMNS,
+    text_column: str = "w.body",
+) -> str:
     def part(node: Query) -> str:
         match node:
             case Condition():
-                return _condition(node, params)
+                return _condition(node, params, columns)
             case AllOf():
                 return " AND ".join(f"({part(p)})" for p in node.parts) or "1"
             case AnyOf():
@@ -159,7 +186,7 @@ def where_clause(query: Query | None, free_text: str | None, params: list[Any]) 
     conditions = [part(query)] if query is not None else []
     if free_text is not None:
         params.append(f"%{_like(free_text)}%")
-        conditions.append("w.body LIKE ? ESCAPE '\\'")
+        conditions.append(f"{text_column} LIKE ? ESCAPE '\\'")
     return f"WHERE {' AND '.join(f'({c})' for c in conditions)}" if conditions else ""
 
 
@@ -181,3 +208,18 @@ def search(connection: sqlite3.Connection, request: SearchRequest) -> tuple[int,
         [*params, request.size, request.start],
     ).fetchall()
     return int(counted), rows
+
+
+def search_tasks(connection: sqlite3.Connection, request: SearchRequest) -> tuple[int, list[str]]:
+    """(the exact number of matching task records, one page of their JSON bodies)."""
+    params: list[Any] = []
+    where = where_clause(request.query, request.free_text, params, TASK_COLUMNS, "t.body")
+    counted = connection.execute(f"SELECT COUNT(*) FROM store_tasks t {where}", params).fetchone()[0]
+    order = ", ".join(
+        f"{TASK_COLUMNS[name]} {'DESC' if descending else 'ASC'}" for name, descending in request.sort
+    )
+    rows = connection.execute(
+        f"SELECT t.body FROM store_tasks t {where} ORDER BY {order}, t.id LIMIT ? OFFSET ?",
+        [*params, request.size, request.start],
+    ).fetchall()
+    return int(counted), [body for (body,) in rows]

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from shared.adapters.sqlite_search import search, search_row
+from shared.adapters.sqlite_search import search, search_row, search_tasks
 from shared.adapters.sqlite_sql import (
     HEADS_SQL,
     LEGACY_HEADS_SQL,
@@ -300,6 +300,10 @@ class SqliteStore:
     async def search_workflows(self, request: SearchRequest) -> tuple[int, list[WorkflowDocument]]:
         total, rows = await self._run(lambda c: search(c, request))
         return total, await self._documents(rows)
+
+    async def search_tasks(self, request: SearchRequest) -> tuple[int, list[TaskState]]:
+        total, bodies = await self._run(lambda c: search_tasks(c, request))
+        return total, [TaskState.model_validate_json(body) for body in bodies]
 
     async def find_task_workflow(self, task_id: str) -> str | None:
         """Live executions are in `store_task_index` (written with each commit), history in

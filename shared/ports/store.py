@@ -187,6 +187,11 @@ class Store(Protocol):
         match, and the page `request.start`, `request.size` of them in `request.sort` order."""
         ...
 
+    async def search_tasks(self, request: SearchRequest) -> tuple[int, list[TaskState]]:
+        """Task records (executions that ended) matching a query over shared/search.TASK_FIELDS:
+        the exact count and one page. Not indexed: a scan, for operators."""
+        ...
+
     async def find_task_workflow(self, task_id: str) -> str | None:
         """The id of the workflow holding task execution `task_id` (live or in history), so an
         API given only a task id can load its workflow."""

@@ -126,3 +126,48 @@ async def test_the_index_follows_the_end_of_an_execution_and_its_removal(stored:
     assert (await ids(stored, "status = RUNNING AND workflowType = order"))[0] == 2
     assert await stored.remove_workflow("wf-00")
     assert await ids(stored, "status = TERMINATED") == (0, [])
+
+
+async def test_task_records_by_query(store: Store) -> None:
+    from shared.models.runtime import TaskState, TaskStatus
+    from shared.search import TASK_FIELDS
+
+    def record(n: int, status: TaskStatus) -> TaskState:
+        return TaskState(
+            task_id=f"task-{n}",
+            task_type="charge" if n % 2 else "notify",
+            kind="SIMPLE",
+            task_def_name="charge" if n % 2 else "notify",
+            reference_task_name=f"step{n}",
+            workflow_instance_id=f"wf-{n % 3}",
+            workflow_type="order",
+            status=status,
+            seq=n,
+            start_time=T0 + n,
+            end_time=T0 + n + 1,
+            output_data={"receipt": f"r-{n}"},
+        )
+
+    await store.upsert_tasks(
+        [record(n, TaskStatus.FAILED if n % 4 == 1 else TaskStatus.COMPLETED) for n in range(8)]
+    )
+
+    async def found(query: str | None, **extra: object) -> tuple[int, list[str]]:
+        request = SearchRequest(
+            parse_query(query, TASK_FIELDS),
+            extra.get("text"),
+            parse_sort(extra.get("sort"), TASK_FIELDS),
+            0,
+            100,  # type: ignore[arg-type]
+        )
+        total, tasks = await store.search_tasks(request)
+        return total, [t.task_id for t in tasks]
+
+    assert await found("taskType = charge AND status = FAILED", sort="startTime:ASC") == (
+        2,
+        ["task-1", "task-5"],
+    )
+    assert (await found("workflowId = 'wf-0'", sort="startTime:ASC"))[1] == ["task-0", "task-3", "task-6"]
+    assert (await found(f"startTime > {T0 + 5}", sort="startTime:DESC"))[1] == ["task-7", "task-6"]
+    assert (await found(None, text="r-4"))[1] == ["task-4"]
+    assert (await found("status IN (COMPLETED)"))[0] == 6

@@ -130,3 +130,16 @@ def test_task_definitions_are_listed(http: httpx.Client) -> None:
     assert {"name": name, "retryCount": 2}.items() <= next(
         d for d in listed.json() if d["name"] == name
     ).items()
+
+
+def test_task_search(http: httpx.Client, world: dict[str, object]) -> None:
+    quick = world["quick"]
+    found = http.get(
+        "/api/tasks/search", params={"query": f"workflowType = {quick} AND taskType = SET_VARIABLE"}
+    )
+    assert found.status_code == 200, found.text
+    body = found.json()
+    assert body["totalHits"] == 6 and {r["status"] for r in body["results"]} == {"COMPLETED"}
+    assert body["results"][0]["startTime"].endswith("Z") and isinstance(body["results"][0]["output"], str)
+    refused = http.get("/api/tasks/search", params={"query": "status = SLEEPING"})
+    assert refused.status_code == 400 and "'SLEEPING' is not a task status" in refused.json()["message"]
