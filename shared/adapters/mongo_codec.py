@@ -75,13 +75,18 @@ def workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> di
     state = document.state
     data["status"] = state.status.value
     data["name"] = state.workflow_name
-    # ... and what searches filter and sort on (mongo_search)
-    data["correlationId"] = state.correlation_id
+    # ... and what searches filter and sort on (mongo_search); left out when unset, which a
+    # search's `IS NULL` matches: every byte of a document costs FerretDB on every commit
     data["startTime"] = state.start_time or state.create_time
-    data["endTime"] = state.end_time or None
     data["workflowVersion"] = state.workflow_version
-    data["parentWorkflowId"] = state.parent_workflow_id
-    data["idempotencyKey"] = state.idempotency_key
+    for name, value in (
+        ("correlationId", state.correlation_id),
+        ("endTime", state.end_time or None),
+        ("parentWorkflowId", state.parent_workflow_id),
+        ("idempotencyKey", state.idempotency_key),
+    ):
+        if value is not None:
+            data[name] = value
     data["taskIds"] = [task.task_id for task in document.state.tasks.values()]  # multikey index
     # What the api reads to answer workers (load_heads), without the opaque state; JSON text,
     # as FerretDB stores no nested arrays.

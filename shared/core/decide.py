@@ -79,7 +79,7 @@ def new_workflow_state(snapshot: WorkflowDef, start: StartWorkflow, now: int) ->
         parent_workflow_id=start.parent_workflow_id,
         parent_workflow_task_id=start.parent_workflow_task_id,
         idempotency_key=start.idempotency_key,
-        started_by=start.id,
+        started_by=start.id if start.idempotency_key is not None else None,
     )
 
 

@@ -195,23 +195,24 @@ class WorkflowState(CamelModel):
     awaiting_continuation: bool = False
     """The last decision stopped at its step budget and asked itself (a decide request) to go
     on: the workflow is waiting for that decision, not stuck."""
-    idempotency_key: str | None = None
+    idempotency_key: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The key this execution holds (Orkes's idempotencyKey), if it was started with one."""
-    started_by: str | None = None
-    """The id of the start message that created this execution (a redelivered keyed start is
-    told apart from a new one by it)."""
-    last_retried_time: int = 0
+    started_by: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The id of the start message that created a keyed execution (a redelivered keyed start is
+    told apart from a new one by it). The new fields of lifecycle operations are left out of the
+    stored JSON while empty: every byte of the document costs on every commit."""
+    last_retried_time: int = Field(default=0, exclude_if=lambda v: not v)
     """When a retry or rerun last made this execution run again (Conductor's lastRetriedTime):
     the workflow's timeoutSeconds counts from then."""
-    held: list[str] = Field(default_factory=list)
+    held: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Executions created while PAUSED (a retry of a failure, a redelivery a timer asked for):
     started or handed out on resume, in this order."""
-    pending_skips: dict[str, PendingSkip] = Field(default_factory=dict)
+    pending_skips: dict[str, PendingSkip] = Field(default_factory=dict, exclude_if=lambda v: not v)
     """Skips of tasks not yet run, by node reference."""
-    superseded: list[tuple[int, int]] = Field(default_factory=list)
+    superseded: list[tuple[int, int]] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Ranges [first, last] of `seq` whose executions belong to earlier runs (before a restart or
     a rerun): their task records stay readable, but they are not this run's executions."""
-    operations: list[OperationRecord] = Field(default_factory=list)
+    operations: list[OperationRecord] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The last OPERATIONS_KEPT lifecycle commands, oldest first."""
 
     def is_superseded(self, seq: int) -> bool:
