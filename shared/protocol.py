@@ -56,7 +56,7 @@ def channels(topics: Topics | None = None) -> list[Channel]:
         Channel(t.workflow_command, "workflowId", RetryWorkflow),
         Channel(t.workflow_command, "workflowId", SkipTask),
         Channel(t.workflow_command, "workflowId", UpdateVariables),
-        Channel(t.workflow_command, "workflowId", SubWorkflowReopened),
+        Channel(t.task_result, "workflowId", SubWorkflowReopened),
         Channel(t.task_result, "workflowInstanceId", TaskResult),
         Channel(t.task_result, "workflowId", SubWorkflowEnded),
         Channel(t.timer_fired, "workflowId", TimerFired),

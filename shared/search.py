@@ -21,8 +21,9 @@ ids, input, output, task outputs. `sort` is `field[:ASC|DESC]`, several joined b
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from lark import Lark, Token, Transformer, v_args
@@ -130,46 +131,58 @@ BARE: /[^\s(),'"=<>!]+/
 _PARSER = Lark(GRAMMAR, parser="lalr", propagate_positions=False, maybe_placeholders=False)
 
 
-def _unquote(token: Token) -> Any:
+@dataclass(frozen=True)
+class _Literal:
+    """A value as written: its text (unquoted), and whether it was quoted. What it means depends
+    on the field (shared by `_value`): `00123` is text for a correlation id, a number for a time."""
+
+    text: str
+    quoted: bool
+
+
+def _literal(token: Token) -> _Literal:
     text = str(token)
     if token.type == "STRING":
         body = text[1:-1]
-        return body.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in body else body
-    if token.type == "NUMBER":
-        number = float(text)
-        return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
-    return text
+        if "\\" in body:
+            body = body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        return _Literal(body, True)
+    return _Literal(text, False)
 
 
-def _value(field_name: str, raw: Any, fields: dict[str, FieldKind]) -> Any:
-    """A value as the field holds it: a status checked, a time in epoch ms, a version an int."""
+def _value(field_name: str, raw: _Literal, fields: dict[str, FieldKind]) -> Any:
+    """A value as the field holds it: a status checked, a time in epoch ms, a version an int,
+    text as written."""
     kind = fields[field_name]
     if kind == "task_status":
         try:
-            return TaskStatus(str(raw).upper()).value
+            return TaskStatus(raw.text.upper()).value
         except ValueError:
             allowed = ", ".join(s.value for s in TaskStatus)
-            raise QueryError(f"query: {raw!r} is not a task status ({allowed})") from None
+            raise QueryError(f"query: {raw.text!r} is not a task status ({allowed})") from None
     if kind == "status":
         try:
-            return WorkflowStatus(str(raw).upper()).value
+            return WorkflowStatus(raw.text.upper()).value
         except ValueError:
             allowed = ", ".join(s.value for s in WorkflowStatus)
-            raise QueryError(f"query: {raw!r} is not a workflow status ({allowed})") from None
+            raise QueryError(f"query: {raw.text!r} is not a workflow status ({allowed})") from None
     if kind == "time":
-        if isinstance(raw, int | float):
-            return int(raw)
+        if not raw.quoted and re.fullmatch(r"-?\d+", raw.text):
+            return int(raw.text)
         try:
-            return int(datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp() * 1000)
+            moment = datetime.fromisoformat(raw.text.replace("Z", "+00:00"))
         except ValueError:
             raise QueryError(
-                f"query: {field_name} takes epoch milliseconds or an ISO 8601 time, not {raw!r}"
+                f"query: {field_name} takes epoch milliseconds or an ISO 8601 time, not {raw.text!r}"
             ) from None
+        if moment.tzinfo is None:  # a time without a zone is UTC, whatever the server's zone
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
     if kind == "int":
-        if isinstance(raw, int):
-            return raw
-        raise QueryError(f"query: {field_name} takes a whole number, not {raw!r}")
-    return str(raw)
+        if re.fullmatch(r"-?\d+", raw.text):
+            return int(raw.text)
+        raise QueryError(f"query: {field_name} takes a whole number, not {raw.text!r}")
+    return raw.text
 
 
 @v_args(inline=True)
@@ -186,8 +199,8 @@ class _Build(Transformer[Token, Query]):
             )
         return name
 
-    def value(self, token: Token) -> Any:
-        return _unquote(token)
+    def value(self, token: Token) -> _Literal:
+        return _literal(token)
 
     def compare(self, name: Token, op: Token, value: Any) -> Condition:
         field_name = self._field(name)
@@ -213,11 +226,11 @@ class _Build(Transformer[Token, Query]):
             (_value(field_name, low, self.fields), _value(field_name, high, self.fields)),
         )
 
-    def starts_with(self, name: Token, prefix: Any) -> Condition:
+    def starts_with(self, name: Token, prefix: _Literal) -> Condition:
         field_name = self._field(name)
         if self.fields[field_name] != "text":
             raise QueryError(f"query: STARTS_WITH takes a text field, not {field_name}")
-        return Condition(field_name, "STARTS_WITH", (str(prefix),))
+        return Condition(field_name, "STARTS_WITH", (prefix.text,))
 
     def and_expr(self, *parts: Query) -> AllOf:
         return AllOf(parts)

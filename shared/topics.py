@@ -107,9 +107,11 @@ class Topics:
                 return self.workflow_events
             case StartWorkflow():
                 return self.workflow_start
-            case TerminateWorkflow() | RetryWorkflow() | SubWorkflowReopened():
+            case TerminateWorkflow() | RetryWorkflow():
                 return self.workflow_command
-            case SubWorkflowEnded():
+            case SubWorkflowEnded() | SubWorkflowReopened():
+                # one topic and key (the parent's): a child's reopening and its next end arrive
+                # in the order the child made them
                 return self.task_result
             case DecideRequest():
                 return self.decide_request

@@ -178,7 +178,7 @@ async def running_workflows(
 @router.get("/search")
 async def search_workflows(
     ctx: Ctx,
-    start: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    start: Annotated[int, Query(ge=0, le=100_000)] = 0,
     size: Annotated[int, Query(ge=0)] = 100,
     sort: str | None = None,
     freeText: str | None = None,
@@ -239,9 +239,9 @@ async def _correlated(
 ) -> dict[str, list[dict[str, Any]]]:
     answers: dict[str, list[dict[str, Any]]] = {}
     for correlation_id in dict.fromkeys(correlation_ids):
-        conditions: list[Condition] = [
-            Condition("workflowType", "=", (name,)),
-            Condition("correlationId", "=", (correlation_id,)),
+        conditions: list[Condition] = [  # IN: exact (`=` takes `*` as a wildcard)
+            Condition("workflowType", "IN", (name,)),
+            Condition("correlationId", "IN", (correlation_id,)),
         ]
         if not include_closed:
             conditions.append(Condition("status", "=", (WorkflowStatus.RUNNING.value,)))

@@ -33,7 +33,7 @@ from shared.models.messages import (
     RetryWorkflow,
     SkipTask,
 )
-from shared.models.runtime import CamelModel, OperationRecord, WorkflowStatus
+from shared.models.runtime import CamelModel, OperationRecord, TaskStatus, WorkflowStatus
 from shared.operations import await_operation
 
 router = APIRouter(prefix="/api/workflow", tags=["workflow lifecycle"])
@@ -151,6 +151,8 @@ async def retry(ctx: ApiContext, workflow_id: str, resume_subworkflow_tasks: boo
     _must_have_ended(document, "retried")
     if document.state.status is WorkflowStatus.COMPLETED:
         raise conflict(workflow_id, "it COMPLETED: there is nothing to retry")
+    if resume_subworkflow_tasks:
+        await _children_can_be_retried(ctx, document)
     await operate(
         ctx,
         RetryWorkflow(
@@ -160,6 +162,44 @@ async def retry(ctx: ApiContext, workflow_id: str, resume_subworkflow_tasks: boo
             epoch=document.state.epoch,
         ),
     )
+
+
+async def _children_can_be_retried(ctx: ApiContext, document: WorkflowDocument) -> None:
+    """With resumeSubworkflowTasks a failed SUB_WORKFLOW task waits for its child's retry: a
+    child that cannot be retried (gone, COMPLETED, nothing failed in it) would leave it waiting
+    for good, so the retry is refused instead (409), naming the child."""
+    ended = [
+        t
+        for t in document.state.tasks.values()
+        if t.kind == "SUB_WORKFLOW"
+        and t.sub_workflow_id
+        and t.status.is_terminal
+        and not t.status.is_successful
+    ]
+    for task in ended:
+        child = await ctx.store.load_workflow(task.sub_workflow_id or "")
+        retriable = child is not None and any(
+            t.status
+            in (
+                TaskStatus.FAILED,
+                TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+                TaskStatus.TIMED_OUT,
+                TaskStatus.CANCELED,
+            )
+            for t in child.state.tasks.values()
+        )
+        if (
+            child is None
+            or not child.state.status.is_terminal
+            or child.state.status is WorkflowStatus.COMPLETED
+            or not retriable
+        ):
+            why = "is gone" if child is None else f"is {child.state.status} with nothing to retry"
+            raise conflict(
+                document.workflow_id,
+                f"sub-workflow {task.sub_workflow_id} of task {task.reference_task_name} {why}; "
+                "retry without resumeSubworkflowTasks to start a new one",
+            )
 
 
 async def _holder_of(ctx: ApiContext, document: WorkflowDocument, task_id: str) -> WorkflowDocument:

@@ -59,7 +59,7 @@ def task_summary_json(task: TaskState) -> dict[str, Any]:
 @router.get("/search")
 async def search_tasks(
     ctx: Ctx,
-    start: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    start: Annotated[int, Query(ge=0, le=100_000)] = 0,
     size: Annotated[int, Query(ge=0)] = 100,
     sort: str | None = None,
     freeText: str | None = None,

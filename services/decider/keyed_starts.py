@@ -37,12 +37,14 @@ async def place(store: Store, topics: Topics, start: StartWorkflow) -> Placement
     if key is None:
         return Placement(keep=True)
     strategy = start.idempotency_strategy or IdempotencyStrategy.FAIL
+    newest = await idempotency.current_holder(store, start.name, key)
+    if newest is not None:  # the newest holder's own start, delivered again (even after it ended)
+        holder = await store.load_workflow(idempotency.keyed_workflow_id(start.name, key, newest[0]))
+        if holder is not None and holder.state.started_by == start.id:
+            return Placement(keep=False)
     resolution = await idempotency.resolve(store, start.name, key, strategy)
     if resolution.workflow_id == start.workflow_id:
         return Placement(keep=True)  # to be created here, or the holder's own start again: ignored
-    holder = await store.load_workflow(resolution.workflow_id) if resolution.action != "start" else None
-    if holder is not None and holder.state.started_by == start.id:
-        return Placement(keep=False)  # delivered again after it was forwarded and started
     if resolution.action == "start":
         moved = start.model_copy(update={"workflow_id": resolution.workflow_id})
         return Placement(keep=False, forward=[outgoing(topics.workflow_start, moved, moved.workflow_id, {})])

@@ -54,6 +54,15 @@ def expand_inline_json(value: Any) -> Any:
     return value
 
 
+def _named(value: Any, message_id: str) -> str | None:
+    """The workflow an action names; None (logged: nothing to act on) when its expression found
+    nothing in the payload."""
+    if value is None or value == "":
+        log.warning("event action %s names no workflow: nothing to act on", message_id)
+        return None
+    return str(value)
+
+
 class ActionRunner:
     def __init__(self, store: Store, topics: Topics) -> None:
         self.store = store
@@ -90,7 +99,10 @@ class ActionRunner:
             case "terminate_workflow":
                 terminate = action.terminate_workflow
                 assert terminate is not None
-                workflow_id = str(evaluate(terminate.workflow_id, payload))
+                named = _named(evaluate(terminate.workflow_id, payload), message_id)
+                if named is None:
+                    return []
+                workflow_id = named
                 reason = (
                     evaluate(terminate.termination_reason, payload) if terminate.termination_reason else None
                 )
@@ -101,7 +113,10 @@ class ActionRunner:
             case "update_workflow_variables":
                 update = action.update_workflow_variables
                 assert update is not None
-                workflow_id = str(evaluate(update.workflow_id, payload))
+                target = _named(evaluate(update.workflow_id, payload), message_id)
+                if target is None:
+                    return []
+                workflow_id = target
                 variables = evaluate(update.variables, payload)
                 change = UpdateVariables(
                     id=message_id,

@@ -98,7 +98,11 @@ class EventsHandler:
             matched = True
             event = Event(message_id, handler.event, payload)
             for index, action in enumerate(handler.actions):
-                out.extend(await self.actions.messages(handler, index, action, event))
+                try:
+                    out.extend(await self.actions.messages(handler, index, action, event))
+                except (ValueError, TypeError) as error:  # the payload made an action invalid
+                    reason = f"event handler {handler.name}, action {index} ({action.action}): {error}"
+                    return [dead_letter(received, reason[:2000], self.topics.dead_letter)]
                 acted.add(1, {"handler": handler.name})
         if not matched:
             self.unmatched += 1

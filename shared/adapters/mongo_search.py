@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
@@ -119,12 +120,15 @@ async def search(running: Any, finished: Any, request: SearchRequest) -> tuple[i
     if request.size == 0:  # the count only (a limit of 0 is no limit to MongoDB)
         counts = await asyncio.gather(running.count_documents(query), finished.count_documents(query))
         return sum(counts), []
+    # The order of the first start+size of each home from their sort keys alone, then the page's
+    # documents whole: deep pages cost keys, not documents.
+    keys = {FIELDS[name]: 1 for name, _ in request.sort} | {"version": 1}
     counts, pages = zip(
         *await asyncio.gather(
             *(
                 asyncio.gather(
                     collection.count_documents(query),
-                    collection.find(query, sort=sort, limit=wanted).to_list(),
+                    collection.find(query, keys, sort=sort, limit=wanted).to_list(),
                 )
                 for collection in (running, finished)
             )
@@ -137,9 +141,27 @@ async def search(running: Any, finished: Any, request: SearchRequest) -> tuple[i
             newest[data["_id"]] = data
     ordered = sorted(newest.values(), key=lambda d: d["_id"])
     for name, descending in reversed(request.sort):  # stable sorts, last key first
-        ordered.sort(key=lambda d: d.get(FIELDS[name]) or 0, reverse=descending)
+        ordered.sort(key=_sort_key(FIELDS[name]), reverse=descending)
     moving = sum(len(page) for page in pages) - len(newest)
-    return sum(counts) - moving, ordered[request.start : wanted]
+    chosen = [d["_id"] for d in ordered[request.start : wanted]]
+    whole = await asyncio.gather(
+        *(collection.find({"_id": {"$in": chosen}}).to_list() for collection in (running, finished))
+    )
+    by_id: dict[str, dict[str, Any]] = {}
+    for data in (d for found in whole for d in found):
+        if data["_id"] not in by_id or by_id[data["_id"]]["version"] < data["version"]:
+            by_id[data["_id"]] = data
+    return sum(counts) - moving, [by_id[i] for i in chosen if i in by_id]
+
+
+def _sort_key(name: str) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+    """Missing values after present ones (ascending), never compared with them."""
+
+    def key(data: dict[str, Any]) -> tuple[int, Any]:
+        value = data.get(name)
+        return (1, 0) if value is None else (0, value)
+
+    return key
 
 
 async def search_tasks(tasks: Any, request: SearchRequest) -> tuple[int, list[dict[str, Any]]]:

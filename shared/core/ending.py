@@ -63,6 +63,8 @@ def end_workflow(
     state.status = status
     state.reason_for_incompletion = reason
     state.end_time = run.now
+    state.held = []  # ended while PAUSED: nothing is left to start on a resume
+    state.pending_skips = {}
     state.update_time = run.now
     run.dirty = True
     for task in sorted(state.tasks.values(), key=lambda t: t.seq):

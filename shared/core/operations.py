@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from shared.core.refs import node_ref, scope_of
+from shared.core.refs import execution_ref, node_ref, scope_of
 from shared.core.run import DecisionRun, HistoryNeededError, LatestDefinitionNeededError
 from shared.models.limits import describe, payload_problems
 from shared.models.messages import (
@@ -157,8 +157,9 @@ def _skip(run: DecisionRun, command: SkipTask) -> None:
     if task is not None and (name == task.reference_task_name or not in_loop):
         _record(run, command, refusal=f"task {name!r} has already ended ({task.status})")
         return
-    state.pending_skips[ref] = PendingSkip(task_input=command.task_input, task_output=command.task_output)
-    _record(run, command, note=f"{ref} is skipped when it is reached")
+    # under the iteration's own name when one is given (`body__3`), else the next run of the node
+    state.pending_skips[name] = PendingSkip(task_input=command.task_input, task_output=command.task_output)
+    _record(run, command, note=f"{name} is skipped when it is reached")
 
 
 def _update_variables(run: DecisionRun, command: UpdateVariables) -> None:
@@ -404,9 +405,13 @@ def _rewind(
     state = run.state
     kept: dict[str, TaskState] = {}
     kept_seqs: set[int] = set()
+    around = _operators_around(run, target)
     for execution in sorted(executions.values(), key=lambda t: t.seq):
         earlier = execution.seq < target.seq or _in_a_parallel_branch(run, execution, target)
-        if earlier and execution.status is not TaskStatus.CANCELED:
+        # what the end cancelled runs again — but a loop or JOIN around the task is taken up
+        # where it was (reopened below), not started afresh
+        wanted = execution.status is not TaskStatus.CANCELED or execution.reference_task_name in around
+        if earlier and wanted:
             kept[node_ref(execution.reference_task_name)] = execution
             kept_seqs.add(execution.seq)
     if keep:
@@ -416,6 +421,12 @@ def _rewind(
         if execution.seq not in kept_seqs:
             _supersede(run, execution.seq, execution.seq)
     state.tasks = kept
+    while True:  # the branches of a dynamic fork that runs again are made again
+        orphans = [r for r, d in state.dynamic_nodes.items() if d.parent not in kept]
+        if not orphans:
+            break
+        for orphan in orphans:
+            state.dynamic_nodes.pop(orphan)
     run.forget_index()
     ref = node_ref(target.reference_task_name)
     scope = scope_of(target.reference_task_name)
@@ -439,6 +450,28 @@ def _rewind(
                 join.output_data = {}
                 _reopen(run, join)
         parent = run.parent_of(parent)
+
+
+def _operators_around(run: DecisionRun, target: TaskState) -> set[str]:
+    """Execution references of the loops around `target` (in its iterations) and of the JOINs
+    after the forks around it: the operators a rerun from `target` reopens."""
+    found: set[str] = set()
+    ref = node_ref(target.reference_task_name)
+    scope = scope_of(target.reference_task_name)
+    place = run.plan.place(ref)
+    while place is not None and place.parent is not None:
+        owner = run.plan.place(place.parent)
+        if owner is None:
+            break
+        depth = len(owner.loops)
+        if owner.node.type == "DO_WHILE":
+            found.add(execution_ref(place.parent, scope[:depth]))
+        elif owner.node.type in ("FORK_JOIN", "FORK_JOIN_DYNAMIC"):
+            join = run.next_sibling(place.parent)
+            if join is not None:
+                found.add(execution_ref(join.task_reference_name, scope[:depth]))
+        place = owner
+    return found
 
 
 def _fork_branches(run: DecisionRun, ref: str) -> dict[str, str]:

@@ -366,7 +366,12 @@ class DecisionRun:
         return task
 
     def start(self, node: WorkflowTask, scope: Scope) -> TaskState:
-        skip = self.state.pending_skips.pop(node.task_reference_name, None)
+        skips = self.state.pending_skips
+        skip = None
+        if skips:  # this very iteration's (`body__3`), else the node's next run (`body`)
+            skip = skips.pop(execution_ref(node.task_reference_name, scope), None)
+            if skip is None:
+                skip = skips.pop(node.task_reference_name, None)
         task = self.create(node, scope)
         if skip is not None:  # an operator skipped it before it ran (shared/core/operations)
             task.input_data = {**task.input_data, **skip.task_input}
@@ -472,11 +477,11 @@ class DecisionRun:
         held, self.state.held = self.state.held, []
         for task_id in held:
             task = self.live_task(task_id)
-            if task is None or task.status is not TaskStatus.SCHEDULED:
+            if task is None or task.status.is_terminal:
                 continue
-            if self.type_of(task).worker_executed:
+            if self.type_of(task).worker_executed:  # a retry, or a callback's redelivery
                 dispatch(self, task, self.task_def_of(task).response_timeout_seconds)
-            else:
+            elif task.status is TaskStatus.SCHEDULED:  # a server-side task's retry
                 self.type_of(task).start(self, self.node_of(task), task, scope_of(task.reference_task_name))
 
     def cancel(self, task: TaskState, reason: str) -> None:

@@ -93,15 +93,25 @@ async def test_events_on_a_users_topic_start_and_complete_a_workflow(cluster: Cl
             ],
             "active": True,
         },
+        {
+            "name": "cancel_orders",
+            "event": f"kafka:{topic}",
+            "condition": "$.kind == 'cancel'",
+            "actions": [
+                {"action": "terminate_workflow", "terminate_workflow": {"workflowId": "${workflowId}"}}
+            ],
+            "active": True,
+        },
     ):
         assert await cluster.store.put_event_handler(EventHandler.model_validate(handler), create=True)
     await asyncio.sleep(2)  # the events service joins the topic's group (refresh 0.5 s)
     placed = message(topic, {"kind": "placed", "orderId": "o-42"}, "placed-o-42")
     await cluster.bus.publish([placed, message(topic, b"{not json"), placed])  # delivered twice
     [workflow_id] = await started(cluster)
-    await cluster.bus.publish(
-        [message(topic, {"kind": "approved", "workflowId": workflow_id, "by": "ana"}, "ok-o-42")]
-    )
+    # an id no workflow can have: that message is dead-lettered, the partition goes on
+    cancel = message(topic, {"kind": "cancel", "workflowId": "no such/id"}, "cancel-bad")
+    approve = message(topic, {"kind": "approved", "workflowId": workflow_id, "by": "ana"}, "ok-o-42")
+    await cluster.bus.publish([cancel, approve])
     [done] = (await cluster.wait_for([workflow_id], within_s=60)).values()
     assert done.state.status is WorkflowStatus.COMPLETED
     assert done.state.output == {"order": "o-42", "approvedBy": "ana"}
@@ -112,3 +122,4 @@ async def test_events_on_a_users_topic_start_and_complete_a_workflow(cluster: Cl
     records = [json.loads(letter.value) for letter in letters]
     reasons = [record["reason"] for record in records if record["topic"] == topic]
     assert any("event payload is not JSON" in reason for reason in reasons), reasons
+    assert any("cancel_orders, action 0 (terminate_workflow)" in reason for reason in reasons), reasons

@@ -35,7 +35,8 @@ class Harness:
         self.now += 1000
         history: list[TaskState] | None = None
         latest = None
-        for _ in range(3):
+        task_defs: dict[str, Any] = {}
+        for _ in range(4):
             decision = decide(
                 self.definition,
                 self.state,
@@ -43,8 +44,11 @@ class Harness:
                 self.now,
                 history=history,
                 latest=latest,
+                task_defs=task_defs,
             )
-            if decision.needs_history:
+            if decision.needs_task_defs:  # tasks named at run time: no TaskDefs registered
+                task_defs.update({name: None for name in decision.needs_task_defs})
+            elif decision.needs_history:
                 history = list(self.records.values())
             elif decision.needs_latest_definition:
                 latest = (self.latest, "" if self.latest else "not registered")

@@ -16,6 +16,7 @@ from shared.models.messages import (
     Signal,
     SkipTask,
     StartWorkflow,
+    TaskResult,
     TerminateWorkflow,
     TimerFired,
 )
@@ -361,3 +362,108 @@ def test_rerun_keeps_a_parallel_branch_that_ran_after_the_task() -> None:
     h.finish("x", v=10)
     assert h.task("j").output_data == {"x": {"v": 10}, "y": {"v": 2}}
     assert [t.reference_task_name for t in h.visible()] == ["f", "y", "x", "j"]
+
+
+# ---- found in review -------------------------------------------------------------------------
+
+
+def test_rerun_inside_the_loop_of_a_failed_workflow_takes_the_loop_up_at_that_iteration() -> None:
+    loop = {
+        "name": "loop",
+        "taskReferenceName": "loop",
+        "type": "DO_WHILE",
+        "loopCondition": "$.loop['iteration'] < 3",
+        "loopOver": [simple("a"), simple("body")],
+    }
+    h = Harness(definition(loop))
+    h.finish("a__1")
+    h.finish("body__1")
+    h.finish("a__2")
+    h.finish("body__2", TaskStatus.FAILED)
+    assert h.state.status is WorkflowStatus.FAILED and h.task("loop").status is TaskStatus.CANCELED
+    failed = h.task("body__2")
+    h.send(RerunWorkflow(id=h.command_id(), workflow_id="wf-1", re_run_from_task_id=failed.task_id))
+    assert h.dispatched() == ["body__2"]
+    assert h.task("loop").status is TaskStatus.IN_PROGRESS and h.task("loop").iteration == 2
+    h.finish("body__2")
+    h.finish("a__3")
+    h.finish("body__3")
+    assert h.state.status is WorkflowStatus.COMPLETED
+    assert_healthy(h)
+
+
+def test_rerun_before_a_dynamic_fork_makes_its_branches_again() -> None:
+    prep = simple("prep")
+    fork = {
+        "name": "dyn",
+        "taskReferenceName": "dyn",
+        "type": "FORK_JOIN_DYNAMIC",
+        "dynamicForkTasksParam": "tasks",
+        "dynamicForkTasksInputParamName": "inputs",
+        "inputParameters": {"tasks": "${prep.output.tasks}", "inputs": "${prep.output.inputs}"},
+    }
+    join = {"name": "j", "taskReferenceName": "j", "type": "JOIN"}
+    h = Harness(definition(prep, fork, join))
+
+    def branches(n: int) -> dict[str, Any]:
+        refs = [f"w{i}" for i in range(n)]
+        return {
+            "tasks": [{"name": "t", "taskReferenceName": r, "type": "SIMPLE"} for r in refs],
+            "inputs": {r: {} for r in refs},
+        }
+
+    h.finish("prep", **branches(3))
+    for i in range(3):
+        h.finish(f"w{i}")
+    assert h.state.status is WorkflowStatus.COMPLETED
+    h.send(RerunWorkflow(id=h.command_id(), workflow_id="wf-1", re_run_from_task_id=h.task("prep").task_id))
+    h.finish("prep", **branches(1))
+    assert h.dispatched() == ["w0"] and sorted(h.state.dynamic_nodes) == ["w0"]
+    h.finish("w0", v=1)
+    assert h.state.status is WorkflowStatus.COMPLETED and h.task("j").output_data == {"w0": {"v": 1}}
+
+
+def test_a_callback_that_falls_due_while_paused_is_handed_out_on_resume() -> None:
+    h = Harness(three_step_def(), {"n": 1})
+    task = h.task("a")
+    h.send(
+        TaskResult(
+            id="progress",
+            workflow_instance_id="wf-1",
+            task_id=task.task_id,
+            status=TaskStatus.IN_PROGRESS,
+            callback_after_seconds=5,
+        )
+    )
+    [callback] = [t for t in h.state.timers.values() if t.purpose == "dispatch"]
+    h.send(PauseWorkflow(id=h.command_id(), workflow_id="wf-1"))
+    h.send(TimerFired(id="fired", workflow_id="wf-1", timer_id=callback.timer_id))
+    assert h.dispatched() == [] and h.state.held == [task.task_id]
+    h.send(ResumeWorkflow(id=h.command_id(), workflow_id="wf-1"))
+    assert h.dispatched() == ["a"]
+
+
+def test_a_skip_of_a_later_iteration_skips_that_iteration() -> None:
+    loop = {
+        "name": "loop",
+        "taskReferenceName": "loop",
+        "type": "DO_WHILE",
+        "loopCondition": "$.loop['iteration'] < 3",
+        "loopOver": [simple("body")],
+    }
+    h = Harness(definition(loop))
+    h.send(SkipTask(id=h.command_id(), workflow_id="wf-1", task_reference_name="body__3"))
+    h.finish("body__1")
+    assert h.task("body__2").status is TaskStatus.SCHEDULED
+    h.finish("body__2")
+    assert h.task("body__3").status is TaskStatus.SKIPPED and h.state.status is WorkflowStatus.COMPLETED
+
+
+def test_terminating_a_paused_workflow_leaves_nothing_held() -> None:
+    h = Harness(three_step_def(retryCount=1), {"n": 1})
+    h.send(PauseWorkflow(id=h.command_id(), workflow_id="wf-1"))
+    h.finish("a", TaskStatus.FAILED)
+    assert h.state.held
+    h.send(TerminateWorkflow(id=h.command_id(), workflow_id="wf-1"))
+    assert h.state.held == [] and h.state.status is WorkflowStatus.TERMINATED
+    assert_healthy(h)

@@ -85,7 +85,7 @@ class SubWorkflowTask(BaseTaskType):
         if task.sub_workflow_id:
             engine.publish(
                 TerminateWorkflow(
-                    id=f"terminate:{task.sub_workflow_id}:parent",
+                    id=f"terminate:{task.sub_workflow_id}:parent:{engine.state.epoch}",
                     workflow_id=task.sub_workflow_id,
                     reason=f"Parent workflow has been terminated with status {engine.state.status}",
                 )

@@ -106,7 +106,7 @@ def test_terminating_the_parent_terminates_the_child() -> None:
     assert f.task("sub").status is TaskStatus.CANCELED
     assert f.outbox(TerminateWorkflow) == [
         TerminateWorkflow(
-            id=f"terminate:{child_id}:parent",
+            id=f"terminate:{child_id}:parent:0",
             workflow_id=child_id,
             reason="Parent workflow has been terminated with status TERMINATED",
         )
