@@ -148,3 +148,36 @@ async def test_each_operation_ten_times_changes_the_workflow_once_across_a_sigki
     refused = [r for r in final.state.operations if r.operation == "restart" and not r.applied]
     assert len(refused) == TIMES - 1 and all("only a finished workflow" in (r.reason or "") for r in refused)
     assert recorded(final, "rerun") == TIMES and applied(final, "rerun") == 1
+
+
+async def test_the_cli_operates_straight_on_kafka_and_mongodb(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a server, with CAIRN_MONGO_URL set, `cairn pause` etc. publish the command to
+    Kafka and wait for the decider's record of it (cairn/backends.py DirectBackend)."""
+    import json as json_module
+
+    from typer.testing import CliRunner
+
+    from cairn.cli import app
+
+    await cluster.register(TWO_WAITS)
+    workflow_id = f"cli-direct-{cluster.database}"
+    await cluster.client.start_workflow(TWO_WAITS["name"], {}, workflow_id=workflow_id)
+    await until(cluster, workflow_id, lambda d: "w1" in d.state.tasks)
+    for name in ("CAIRN_KAFKA_BOOTSTRAP", "CAIRN_MONGO_URL", "CAIRN_MONGO_DB", "CAIRN_TOPIC_PREFIX"):
+        monkeypatch.setenv(name, cluster.env[name])
+    monkeypatch.delenv("CAIRN_SERVER", raising=False)
+
+    def cli(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, list(args))
+        return result.exit_code, result.output
+
+    code, out = await asyncio.to_thread(cli, "pause", workflow_id, "--json")
+    assert code == 0 and json_module.loads(out.splitlines()[-1])["status"] == "PAUSED", out
+    code, out = await asyncio.to_thread(cli, "pause", workflow_id)
+    assert code == 0 and "PAUSED" in out  # again: no error
+    code, out = await asyncio.to_thread(cli, "retry", workflow_id)
+    assert code == 2 and "can be retried" in " ".join(out.split()), out
+    code, out = await asyncio.to_thread(cli, "resume", workflow_id, "--json")
+    assert code == 0 and json_module.loads(out.splitlines()[-1])["status"] == "RUNNING", out
