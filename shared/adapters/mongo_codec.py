@@ -17,6 +17,7 @@ from typing import Any
 from pymongo import ReplaceOne
 from pymongo.errors import BulkWriteError
 
+from shared.adapters.mongo_search import searched_copies
 from shared.core.attention import attention_at
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import WorkflowDocument
@@ -68,25 +69,15 @@ def definition_body(data: dict[str, Any]) -> dict[str, Any]:
 
 def workflow_to_mongo(document: WorkflowDocument, snapshot_id: str | None) -> dict[str, Any]:
     data = document.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"definition"})
+    # Top-level copies of what queries filter on; the nested state stays the source of truth.
+    data["status"] = document.state.status.value
+    data["name"] = document.state.workflow_name
+    # ... and what searches filter and sort on (mongo_search), left out when unset, which a
+    # search's `IS NULL` matches: every byte of a document costs FerretDB on every commit
+    data.update(searched_copies(data["state"]))
     to_opaque(data, OPAQUE_WORKFLOW_FIELDS)
     data["_id"] = document.workflow_id
     data["snapshotId"] = snapshot_id
-    # Top-level copies of what queries filter on; the nested state stays the source of truth.
-    state = document.state
-    data["status"] = state.status.value
-    data["name"] = state.workflow_name
-    # ... and what searches filter and sort on (mongo_search); left out when unset, which a
-    # search's `IS NULL` matches: every byte of a document costs FerretDB on every commit
-    data["startTime"] = state.start_time or state.create_time
-    data["workflowVersion"] = state.workflow_version
-    for name, value in (
-        ("correlationId", state.correlation_id),
-        ("endTime", state.end_time or None),
-        ("parentWorkflowId", state.parent_workflow_id),
-        ("idempotencyKey", state.idempotency_key),
-    ):
-        if value is not None:
-            data[name] = value
     data["taskIds"] = [task.task_id for task in document.state.tasks.values()]  # multikey index
     # What the api reads to answer workers (load_heads), without the opaque state; JSON text,
     # as FerretDB stores no nested arrays.

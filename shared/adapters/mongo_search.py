@@ -10,6 +10,7 @@ executions."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -175,3 +176,35 @@ async def search_tasks(tasks: Any, request: SearchRequest) -> tuple[int, list[di
         return int(total), []
     page = await tasks.find(query, sort=sort, skip=request.start, limit=request.size).to_list()
     return int(total), page
+
+
+def searched_copies(state: dict[str, Any]) -> dict[str, Any]:
+    """The top-level copies a document of `state` (its JSON, camelCase) carries for searches,
+    as mongo_codec.workflow_to_mongo writes them."""
+    copies: dict[str, Any] = {
+        "startTime": state.get("startTime") or state.get("createTime") or 0,
+        "workflowVersion": state.get("workflowVersion") or 0,
+    }
+    for name in ("correlationId", "endTime", "parentWorkflowId", "idempotencyKey"):
+        if state.get(name):
+            copies[name] = state[name]
+    return copies
+
+
+async def backfill(collections: tuple[Any, ...], limit: int) -> int:
+    """Documents stored before searches had their fields (no `startTime`) get them, up to
+    `limit` per collection; how many were written. Each `$set` is conditional on the version read,
+    so a commit in between wins (and writes the fields itself)."""
+    written = 0
+    for collection in collections:
+        stale = await collection.find(
+            {"startTime": {"$exists": False}}, {"state": 1, "version": 1}, limit=limit
+        ).to_list()
+        for data in stale:
+            state = data.get("state")
+            parsed = json.loads(state) if isinstance(state, str) else state or {}
+            await collection.update_one(
+                {"_id": data["_id"], "version": data["version"]}, {"$set": searched_copies(parsed)}
+            )
+        written += len(stale)
+    return written

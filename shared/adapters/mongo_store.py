@@ -93,6 +93,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._workflow_defs = db["workflow_defs"]
         self._task_defs = db["task_defs"]
         self._event_handlers = db["event_handlers"]
+        self._searched_fields_complete = False
         self._snapshots = SnapshotCache(db["workflow_snapshots"])
         self._atomic_updates = True
         self._fence_retention_ms = fence_retention_ms
@@ -341,8 +342,20 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         timer claim records `delete_timers` left behind; move finished executions that
         `workflows` still holds (written before `finished` existed) to `finished`."""
         await asyncio.gather(
-            self._prune_fences(now), self._prune_timer_claims(now), self._retire_stragglers()
+            self._prune_fences(now),
+            self._prune_timer_claims(now),
+            self._retire_stragglers(),
+            self._backfill_searched_fields(),
         )
+
+    async def _backfill_searched_fields(self, limit: int = 1_000) -> None:
+        """Upkeep for documents stored before searches had their top-level fields: a batch per
+        housekeeping until none is left, then never again in this process (one scan each on
+        FerretDB)."""
+        if self._searched_fields_complete:
+            return
+        written = await mongo_search.backfill((self._workflows, self._finished), limit)
+        self._searched_fields_complete = written == 0
 
     # ---- task records ----
 

@@ -171,3 +171,24 @@ async def test_task_records_by_query(store: Store) -> None:
     assert (await found(f"startTime > {T0 + 5}", sort="startTime:DESC"))[1] == ["task-7", "task-6"]
     assert (await found(None, text="r-4"))[1] == ["task-4"]
     assert (await found("status IN (COMPLETED)"))[0] == 6
+
+
+async def test_documents_stored_before_search_fields_are_filled_in_by_housekeeping(
+    store: Store, adapter: str
+) -> None:
+    """An upgrade: executions already stored carry none of the top-level searched fields on
+    MongoDB (SQLite indexes its old documents when the search table is created)."""
+    for n in range(3):
+        assert await commit_one(
+            store, execution(n, "old", WorkflowStatus.COMPLETED, correlation_id="legacy"), 0
+        )
+    if adapter == "mongo":
+        unset = {"$unset": {"startTime": "", "workflowVersion": "", "correlationId": "", "endTime": ""}}
+        for collection in (store._workflows, store._finished):  # type: ignore[attr-defined]
+            await collection.update_many({"name": "old"}, unset)
+        assert (await ids(store, "correlationId = legacy"))[0] == 0  # as an older version left them
+    await store.housekeeping(T0)
+    assert await ids(store, "correlationId = legacy", sort="startTime:ASC") == (
+        3,
+        ["wf-00", "wf-01", "wf-02"],
+    )
