@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from shared.models.messages import (
     DecideRequest,
     PauseWorkflow,
+    RaiseEvent,
     RerunWorkflow,
     RestartWorkflow,
     ResumeWorkflow,
@@ -48,6 +49,7 @@ def channels(topics: Topics | None = None) -> list[Channel]:
     return [
         Channel(t.workflow_start, "workflowId", StartWorkflow),
         Channel(t.workflow_signal, "workflowId", Signal),
+        Channel(t.workflow_signal, "workflowId", RaiseEvent),
         Channel(t.workflow_command, "workflowId", TerminateWorkflow),
         Channel(t.workflow_command, "workflowId", PauseWorkflow),
         Channel(t.workflow_command, "workflowId", ResumeWorkflow),

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.models.history import ORCHESTRATIONS
 from shared.models.messages import (
     DecideRequest,
     OutboxMessage,
+    RaiseEvent,
     RetryWorkflow,
     StartWorkflow,
     SubWorkflowEnded,
@@ -72,7 +74,10 @@ class Topics:
         return self.group(f"workers.{task_type}")
 
     def tasks(self, task_type: str) -> str:
-        """The topic workers of one task type consume."""
+        """The topic workers of one task type consume. An app's orchestrator turns (task type
+        `orchestrations.<app>`, docs/code-workflows.md) have `<prefix>orchestrations.<app>`."""
+        if task_type.startswith(ORCHESTRATIONS):
+            return f"{self.prefix}{task_type}"
         return f"{self.prefix}tasks.{task_type}"
 
     @property
@@ -115,3 +120,5 @@ class Topics:
                 return self.task_result
             case DecideRequest():
                 return self.decide_request
+            case RaiseEvent():
+                return self.workflow_signal

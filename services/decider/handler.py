@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.decider import keyed_starts
+from services.decider.code_turns import new_code_document, with_history
 from services.decider.recent import RecentDocuments
 from services.decider.snapshot import resolve_snapshot
 from shared import telemetry
 from shared.core import new_workflow_state
+from shared.core.code.engine import CODE
 from shared.core.decide import Decision, Limits
 from shared.core.engines import engine_for
 from shared.core.run import Rejection
@@ -36,6 +38,7 @@ from shared.models.messages import (
     DecideRequest,
     DeciderInbound,
     OutboxMessage,
+    RaiseEvent,
     RetryWorkflow,
     Signal,
     StartWorkflow,
@@ -48,7 +51,7 @@ from shared.models.messages import (
 )
 from shared.models.runtime import TaskState, WorkflowState, WorkflowStatus
 from shared.ports.bus import Bus, Outgoing, Received, RedeliverError
-from shared.ports.store import Commit, Store
+from shared.ports.store import Commit, HistoryChunk, Store
 from shared.search import searched_fields
 from shared.topics import Topics
 
@@ -312,16 +315,19 @@ class DeciderHandler:
                     ]
                     return plan
                 key = (start.name, start.version)
-                if start.workflow_def is not None:
-                    snapshot = await self._snapshot(start)
-                elif key in definitions:
-                    snapshot = definitions[key]
-                else:
-                    snapshot = definitions[key] = await self._snapshot(start)
                 traceparent = next(
                     (i.received.headers.get("traceparent") for i in items if i.message is start), None
                 )
-                document = self._new_document(start, snapshot, now, traceparent)
+                if start.kind == "code":
+                    document = new_code_document(start, now, traceparent)
+                else:
+                    if start.workflow_def is not None:
+                        snapshot = await self._snapshot(start)
+                    elif key in definitions:
+                        snapshot = definitions[key]
+                    else:
+                        snapshot = definitions[key] = await self._snapshot(start)
+                    document = self._new_document(start, snapshot, now, traceparent)
                 if document.definition is None:  # rejected start: record why, tell listeners
                     plan.commit = Commit(document, 0)
                     return plan
@@ -366,6 +372,10 @@ class DeciderHandler:
                 read_at=now,
                 base_updated_at=document.updated_at,
                 searched_changed=searched_fields(document.state) != searched_fields(decision.state),
+                history=[
+                    HistoryChunk(workflow_id, generation, first, events)
+                    for generation, first, events in decision.history
+                ],
             )
             return plan
 
@@ -497,9 +507,12 @@ class DeciderHandler:
         for plan in plans:
             document = plan.publish
             assert document is not None
+            outbox = (
+                await with_history(self.store, document.outbox) if document.kind == CODE else document.outbox
+            )
             messages.extend(
                 outgoing(self.topics.for_outbox(message), message, _key(message, document), plan.headers)
-                for message in document.outbox
+                for message in outbox
             )
         with tracer.start_as_current_span(
             "cairn.publish",
@@ -536,6 +549,8 @@ def refuse_past_limits(message: DeciderInbound, limits: PayloadLimits) -> None:
                 problems += payload_problems(message.workflow_def, "workflowDef", definition_limits(limits))
         case Signal():
             problems = payload_problems(message.output, "output", limits)
+        case RaiseEvent():
+            problems = payload_problems({"input": message.input}, "event", limits)
         case UpdateVariables():
             problems = payload_problems(message.variables, "variables", limits)
         case _:
@@ -566,7 +581,8 @@ def _key(message: OutboxMessage, document: WorkflowDocument) -> str:
         | SubWorkflowEnded
         | DecideRequest
         | RetryWorkflow
-        | SubWorkflowReopened,
+        | SubWorkflowReopened
+        | RaiseEvent,
     ):
         return message.workflow_id
     return document.workflow_id

@@ -22,7 +22,7 @@ from shared.core.attention import attention_at
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import WorkflowDocument
 from shared.models.runtime import TaskState, WorkflowStatus
-from shared.ports.store import encode_heads
+from shared.ports.store import HistoryChunk, encode_heads
 
 DUPLICATE_KEY = 11000
 FINISHED_STATUSES = tuple(status.value for status in WorkflowStatus if status.is_terminal)
@@ -181,6 +181,20 @@ def timer_claim_id(timer_id: str, replaces: int) -> str:
     return f"{timer_id}@{replaces}"
 
 
+def history_to_mongo(chunk: HistoryChunk) -> dict[str, Any]:
+    return {
+        "_id": chunk.chunk_id,
+        "workflowId": chunk.workflow_id,
+        "generation": chunk.generation,
+        "first": chunk.first,
+        "events": list(chunk.events),
+    }
+
+
+def history_from_mongo(data: dict[str, Any]) -> HistoryChunk:
+    return HistoryChunk(data["workflowId"], data["generation"], data["first"], data["events"])
+
+
 def is_finished(data: dict[str, Any]) -> bool:
     """Whether a stored workflow document is in a terminal state (it belongs in `finished`)."""
     return data.get("status") in FINISHED_STATUSES
@@ -201,6 +215,7 @@ class MongoParts:
     _commits: Any
     _outbox_pending: Any
     _tasks: Any
+    _history: Any
     _timers: Any
     _timer_claims: Any
     _task_claims: Any
@@ -209,6 +224,12 @@ class MongoParts:
     _fence_retention_ms: int
     _fences_pruned_at: int = 0
     _ids_registered: bool = False
+
+    async def write_history(self, chunks: Sequence[dict[str, Any]]) -> None:
+        """History chunks (`history_to_mongo`) of commits that won: a chunk id holds the same
+        events whoever writes it, so an existing one is left as it is."""
+        if chunks:
+            await insert_all(self._history, list(chunks))
 
     async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
         """Insert first (cheap everywhere); overwrite only the ids that already existed."""

@@ -22,6 +22,7 @@ from pymongo import ReplaceOne
 from shared.adapters.mongo_codec import (
     FINISHED_STATUSES,
     fence_id,
+    history_to_mongo,
     insert_all,
     is_finished,
     task_from_mongo,
@@ -79,6 +80,7 @@ class MongoCommits(MongoFences):
         # create has no fence to carry them; rivals creating one execution decide alike).
         await asyncio.gather(
             self.upsert_tasks([task for i in creates for task in commits[i].tasks]),
+            self.write_history([history_to_mongo(c) for i in creates for c in commits[i].history]),
             insert_all(self._outbox_pending, [m for m in markers if m is not None]),
         )
         # 2. the commit point: create new documents, insert fences (with the records) for updated
@@ -108,8 +110,11 @@ class MongoCommits(MongoFences):
                 winners.append(i)
             else:  # the document moved on (or is gone) behind this decider's back
                 stale.append(i)
-        # 3. materialise: the winners' task records, then the read model.
-        await self.upsert_tasks([task for i in winners for task in commits[i].tasks])
+        # 3. materialise: the winners' task records and history, then the read model.
+        await asyncio.gather(
+            self.upsert_tasks([task for i in winners for task in commits[i].tasks]),
+            self.write_history([history_to_mongo(c) for i in winners for c in commits[i].history]),
+        )
         for i in await self._materialise(winners, data, (homes, fences)):
             won[i] = True
         born_finished = [data[i] for i in creates_allowed if won[i] and is_finished(data[i])]
@@ -149,6 +154,7 @@ class MongoCommits(MongoFences):
                             **data[i],
                             "_id": fences[i],
                             "records": [task_to_mongo(task) for task in commits[i].tasks],
+                            "history": [history_to_mongo(chunk) for chunk in commits[i].history],
                         }
                         for i in members
                     ],
@@ -318,12 +324,16 @@ class MongoCommits(MongoFences):
         if newest is None:
             return
         records = newest.pop("records", [])
+        history = newest.pop("history", [])
         workflow_id = newest["_id"] = newest["workflowId"]
         current = (await self.stored_versions([workflow_id])).get(workflow_id)
         if current is None or current >= newest["version"]:
             return
-        if records:
-            await self.upsert_tasks([task_from_mongo(record) for record in records])
+        if records or history:
+            await asyncio.gather(
+                self.upsert_tasks([task_from_mongo(record) for record in records]),
+                self.write_history(history),
+            )
         if is_finished(newest):
             await self._retire([newest])
             return
@@ -336,6 +346,7 @@ class MongoCommits(MongoFences):
         execution. Its fences in buckets go with their bucket: a roll-forward finds no document
         to bring back, and a commit onto a removed execution is undone (`_keep`)."""
         await self._tasks.delete_many({"workflowInstanceId": workflow_id})
+        await self._history.delete_many({"workflowId": workflow_id})
         await self._outbox_pending.delete_many({"workflowId": workflow_id})
         await self._commits.delete_many({"workflowId": workflow_id})  # `late`; buckets expire
         finished, running, _ = await asyncio.gather(

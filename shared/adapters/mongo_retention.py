@@ -47,6 +47,7 @@ class MongoRetention(MongoParts):
         for chunk in _chunks(ids):
             deletes.append(self._commits.delete_many({"workflowId": {"$in": chunk}}))
             deletes.append(self._outbox_pending.delete_many({"workflowId": {"$in": chunk}}))
+            deletes.append(self._history.delete_many({"workflowId": {"$in": chunk}}))
         await asyncio.gather(*deletes)
         for chunk in _chunks(ids):
             await self._tasks.delete_many({"workflowInstanceId": {"$in": chunk}})

@@ -47,6 +47,7 @@ from shared.adapters.mongo_codec import (
     definition_body,
     definition_to_mongo,
     from_opaque,
+    history_from_mongo,
     insert_all,
     task_from_mongo,
 )
@@ -57,7 +58,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import WorkflowDocument
 from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, WorkflowStatus
-from shared.ports.store import WorkflowHeads, decode_heads, heads_of
+from shared.ports.store import HistoryChunk, WorkflowHeads, decode_heads, heads_of
 from shared.search import SearchRequest
 
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
@@ -87,6 +88,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._commits = db["workflow_commits"]
         self._outbox_pending = db["outbox_pending"]
         self._tasks = db["tasks"]
+        self._history = db["workflow_history"]
         self._timers = db["timers"]
         self._timer_claims = db["timer_claims"]
         self._task_claims = db["task_claims"]
@@ -125,6 +127,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
             self._commits: [[("workflowId", ASCENDING), ("version", DESCENDING)], [("updatedAt", ASCENDING)]],
             self._outbox_pending: [[("since", ASCENDING)]],
             self._tasks: [[("workflowInstanceId", ASCENDING), ("seq", ASCENDING)]],
+            self._history: [[("workflowId", ASCENDING), ("generation", ASCENDING), ("first", ASCENDING)]],
             self._timers: [[("fireAt", ASCENDING)]],
             self._timer_claims: [[("timerId", ASCENDING)]],
             self._workflow_defs: [[("name", ASCENDING), ("version", DESCENDING)]],
@@ -356,6 +359,14 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
             return
         written = await mongo_search.backfill((self._workflows, self._finished), limit)
         self._searched_fields_complete = written == 0
+
+    # ---- code workflows' histories ----
+
+    async def load_history(self, workflow_id: str, generation: int) -> list[HistoryChunk]:
+        cursor = self._history.find(
+            {"workflowId": workflow_id, "generation": generation}, sort=[("first", ASCENDING)]
+        )
+        return [history_from_mongo(data) async for data in cursor]
 
     # ---- task records ----
 

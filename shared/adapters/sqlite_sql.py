@@ -71,6 +71,11 @@ CREATE TABLE IF NOT EXISTS store_workflow_defs (
 );
 CREATE TABLE IF NOT EXISTS store_task_defs (name TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS store_event_handlers (name TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS store_history (
+    id TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, generation INTEGER NOT NULL,
+    first INTEGER NOT NULL, body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS store_history_workflow ON store_history (workflow_id, generation, first);
 """
 
 
@@ -103,6 +108,8 @@ class PreparedCommit:
     tasks: tuple[tuple[str, str, int, str], ...]
     snapshot: tuple[str, str] | None
     """(id, body) of the document's definition snapshot."""
+    history: tuple[tuple[str, str, int, int, str], ...] = ()
+    """A code workflow's appended history chunks: (id, workflow_id, generation, first, body)."""
 
 
 def workflow_row(document: WorkflowDocument, snapshot_id: str | None) -> WorkflowRow:
@@ -217,6 +224,12 @@ def apply_commit(connection: sqlite3.Connection, commit: PreparedCommit) -> bool
         [(task_id, row.id) for task_id in row.task_ids],
     )
     write_tasks(connection, commit.tasks)
+    if commit.history:  # a chunk id is written once; a decision computed again writes the same
+        connection.executemany(
+            "INSERT INTO store_history (id, workflow_id, generation, first, body) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET body = excluded.body",
+            commit.history,
+        )
     return True
 
 

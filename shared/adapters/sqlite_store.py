@@ -58,7 +58,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
-from shared.ports.store import Commit, ExecutionHead, WorkflowHeads, decode_heads
+from shared.ports.store import Commit, ExecutionHead, HistoryChunk, WorkflowHeads, decode_heads
 from shared.search import SearchRequest
 
 T = TypeVar("T")
@@ -328,6 +328,10 @@ class SqliteStore:
             expected_version=commit.expected_version,
             tasks=tuple(task_row(task) for task in commit.tasks),
             snapshot=snapshot,
+            history=tuple(
+                (chunk.chunk_id, chunk.workflow_id, chunk.generation, chunk.first, json.dumps(chunk.events))
+                for chunk in commit.history
+            ),
         )
 
     async def commit_workflows(self, commits: Sequence[Commit]) -> list[bool]:
@@ -374,7 +378,7 @@ class SqliteStore:
 
     async def remove_workflow(self, workflow_id: str) -> bool:
         def remove(connection: sqlite3.Connection) -> bool:
-            for table in ("store_tasks", "store_task_index"):
+            for table in ("store_tasks", "store_task_index", "store_history"):
                 connection.execute(f"DELETE FROM {table} WHERE workflow_id = ?", (workflow_id,))
             connection.execute("DELETE FROM store_workflow_search WHERE id = ?", (workflow_id,))
             return connection.execute("DELETE FROM store_workflows WHERE id = ?", (workflow_id,)).rowcount > 0
@@ -403,7 +407,7 @@ class SqliteStore:
                 connection.execute(
                     f"DELETE FROM store_timers WHERE json_extract(body, '$.workflowId') IN ({chosen})", param
                 )
-                for table in ("store_tasks", "store_task_index"):
+                for table in ("store_tasks", "store_task_index", "store_history"):
                     connection.execute(f"DELETE FROM {table} WHERE workflow_id IN ({chosen})", param)
                 connection.execute(f"DELETE FROM store_workflow_search WHERE id IN ({chosen})", param)
                 connection.execute(f"DELETE FROM store_workflows WHERE id IN ({chosen})", param)
@@ -415,6 +419,18 @@ class SqliteStore:
         """Drop task claims whose lease has run out: an expired claim and no claim mean the same
         to `claim_task`, so this only keeps the table small."""
         await self._write(execute("DELETE FROM store_task_claims WHERE claim_until <= ?", (now,)))
+
+    # ---- code workflows' histories ----
+
+    async def load_history(self, workflow_id: str, generation: int) -> list[HistoryChunk]:
+        rows = await self._run(
+            lambda c: c.execute(
+                "SELECT first, body FROM store_history"
+                " WHERE workflow_id = ? AND generation = ? ORDER BY first",
+                (workflow_id, generation),
+            ).fetchall()
+        )
+        return [HistoryChunk(workflow_id, generation, first, json.loads(body)) for first, body in rows]
 
     # ---- task records ----
 

@@ -36,6 +36,7 @@ def attention_at(state: WorkflowState, registry: TaskTypeRegistry = REGISTRY) ->
     if state.awaiting_continuation:
         due.append(state.update_time)
     waiting = [t for t in live if not registry.supports(t.kind) or not registry.get(t.kind).server_side]
-    if not waiting and not state.timers and not state.awaiting_continuation:
+    if not waiting and not state.timers and not state.awaiting_continuation and state.code is None:
         due.append(state.update_time)  # nothing can move it: an invariant violation to look at
+    # (a code workflow with nothing live waits for an external event, which may take forever)
     return min(due) if due else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from shared.core.events import apply
 from shared.core.run import (
@@ -59,6 +60,8 @@ class Decision:
     again with them in `latest`."""
     needs_history: bool = False
     """Nothing was decided: a rerun needs the task records; decide again with them in `history`."""
+    history: list[tuple[int, int, list[dict[str, Any]]]] = field(default_factory=list)
+    """A code workflow's history chunks to append with the commit: (generation, first, events)."""
     snapshot: WorkflowDef | None = None
     """A new definition snapshot the execution runs on from now on (restart with the latest
     definitions): the caller commits it with the state."""

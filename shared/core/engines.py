@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from shared.core.code.engine import CODE, CodeEngine
 from shared.core.decide import Decision, Limits, decide
 from shared.core.plan import plan_of
 from shared.core.run import LatestSnapshot
@@ -89,7 +90,7 @@ class GraphEngine:
         return plan_of(snapshot).has_scripts
 
 
-ENGINES: dict[str, DefinitionEngine] = {GRAPH: GraphEngine()}
+ENGINES: dict[str, DefinitionEngine] = {GRAPH: GraphEngine(), CODE: CodeEngine()}
 
 
 def engine_for(kind: str) -> DefinitionEngine:

@@ -21,6 +21,7 @@ from shared.models.messages import (
     DecideRequest,
     DeciderInbound,
     PauseWorkflow,
+    RaiseEvent,
     RerunWorkflow,
     RestartWorkflow,
     ResumeWorkflow,
@@ -55,6 +56,12 @@ def apply(run: DecisionRun, event: DeciderInbound) -> None:
         case DecideRequest():
             if event.stale_before is not None:
                 repair_lost_messages(run, event.stale_before)
+        case RaiseEvent():
+            run.reject(
+                "raise_event_not_code",
+                f"event {event.name!r} ignored: a JSON workflow takes signals for its WAIT tasks, "
+                "not external events (those are for code workflows)",
+            )
         case (
             PauseWorkflow()
             | ResumeWorkflow()

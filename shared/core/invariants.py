@@ -28,6 +28,7 @@ def invariant_violations(state: WorkflowState, registry: TaskTypeRegistry = REGI
         and not waiting
         and not state.timers
         and not state.awaiting_continuation
+        and state.code is None  # a code workflow may wait for an external event forever
     ):
         problems.append(
             f"workflow {state.workflow_id} is RUNNING with no task scheduled or in progress "

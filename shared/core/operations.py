@@ -78,7 +78,7 @@ def apply_operation(run: DecisionRun, command: Operation) -> None:
             assert_never(command)
 
 
-def _record(
+def record_operation(
     run: DecisionRun, command: Operation, *, refusal: str | None = None, note: str | None = None
 ) -> None:
     """Remember the command and its outcome (the api answers the operator from it)."""
@@ -97,25 +97,27 @@ def _record(
 def _pause(run: DecisionRun, command: PauseWorkflow) -> None:
     status = run.state.status
     if status is WorkflowStatus.PAUSED:
-        _record(run, command, note="already PAUSED")  # Conductor: no error, nothing changes
+        record_operation(run, command, note="already PAUSED")  # Conductor: no error, nothing changes
     elif status.is_terminal:
-        _record(run, command, refusal=f"the workflow has ended ({status}); only a RUNNING one can be paused")
+        record_operation(
+            run, command, refusal=f"the workflow has ended ({status}); only a RUNNING one can be paused"
+        )
     else:
         run.state.status = WorkflowStatus.PAUSED
         run.state.update_time = run.now
-        _record(run, command)
+        record_operation(run, command)
 
 
 def _resume(run: DecisionRun, command: ResumeWorkflow) -> None:
     status = run.state.status
     if status is not WorkflowStatus.PAUSED:
-        _record(run, command, refusal=f"the workflow is {status}, not PAUSED")
+        record_operation(run, command, refusal=f"the workflow is {status}, not PAUSED")
         return
     run.state.status = WorkflowStatus.RUNNING
     run.state.update_time = run.now
     run.state.last_retried_time = run.now  # Conductor: the workflow's timeout counts from here
     run.release_held()
-    _record(run, command)
+    record_operation(run, command)
 
 
 def _skip(run: DecisionRun, command: SkipTask) -> None:
@@ -123,7 +125,7 @@ def _skip(run: DecisionRun, command: SkipTask) -> None:
     name = command.task_reference_name
     ref = node_ref(name)
     if state.status is not WorkflowStatus.RUNNING:
-        _record(
+        record_operation(
             run,
             command,
             refusal=f"the workflow is {state.status}; only a RUNNING workflow's tasks are skipped",
@@ -132,11 +134,11 @@ def _skip(run: DecisionRun, command: SkipTask) -> None:
     place = run.plan.place(ref)
     dynamic = state.dynamic_nodes.get(ref)
     if place is None and dynamic is None:
-        _record(run, command, refusal=f"the workflow has no task {name!r}")
+        record_operation(run, command, refusal=f"the workflow has no task {name!r}")
         return
     node = place.node if place is not None else dynamic.node  # type: ignore[union-attr]
     if node.type in UNSKIPPABLE:
-        _record(
+        record_operation(
             run,
             command,
             refusal=f"{name!r} is a {node.type}: its JOIN would wait for branches that never run; "
@@ -151,21 +153,23 @@ def _skip(run: DecisionRun, command: SkipTask) -> None:
         task.output_data = dict(command.task_output)
         run.finish(task, TaskStatus.SKIPPED)
         run.type_of(task).on_cancel(run, node, task)  # a running child workflow is stopped
-        _record(run, command, note=f"{task.reference_task_name} was {was}")
+        record_operation(run, command, note=f"{task.reference_task_name} was {was}")
         return
     in_loop = place is not None and bool(place.loops)
     if task is not None and (name == task.reference_task_name or not in_loop):
-        _record(run, command, refusal=f"task {name!r} has already ended ({task.status})")
+        record_operation(run, command, refusal=f"task {name!r} has already ended ({task.status})")
         return
     # under the iteration's own name when one is given (`body__3`), else the next run of the node
     state.pending_skips[name] = PendingSkip(task_input=command.task_input, task_output=command.task_output)
-    _record(run, command, note=f"{name} is skipped when it is reached")
+    record_operation(run, command, note=f"{name} is skipped when it is reached")
 
 
 def _update_variables(run: DecisionRun, command: UpdateVariables) -> None:
     state = run.state
     if state.status.is_terminal:
-        _record(run, command, refusal=f"the workflow has ended ({state.status}); its variables are final")
+        record_operation(
+            run, command, refusal=f"the workflow has ended ({state.status}); its variables are final"
+        )
         return
     merged = dict(state.variables)
     for name, value in command.variables.items():
@@ -175,10 +179,12 @@ def _update_variables(run: DecisionRun, command: UpdateVariables) -> None:
             merged[name] = value
     problems = payload_problems(merged, "variables", run.limits.payload)
     if problems:
-        _record(run, command, refusal=f"the variables would be past the limits: {describe(problems)}")
+        record_operation(
+            run, command, refusal=f"the variables would be past the limits: {describe(problems)}"
+        )
         return
     state.variables = merged
-    _record(run, command, note=", ".join(sorted(command.variables)))
+    record_operation(run, command, note=", ".join(sorted(command.variables)))
 
 
 # ---- running a finished execution again ------------------------------------------------------
@@ -243,18 +249,18 @@ def _tell_parent(run: DecisionRun) -> None:
 def _restart(run: DecisionRun, command: RestartWorkflow) -> None:
     refusal = _refusal_to_run_again(run, command.epoch, "restarted")
     if refusal is not None:
-        _record(run, command, refusal=refusal)
+        record_operation(run, command, refusal=refusal)
         return
     if command.use_latest_definitions:
         if run.latest is None:
             raise LatestDefinitionNeededError
         snapshot, problem = run.latest
         if snapshot is None:
-            _record(run, command, refusal=f"the latest definition cannot run: {problem}")
+            record_operation(run, command, refusal=f"the latest definition cannot run: {problem}")
             return
         run.switch_snapshot(snapshot)
     _start_over(run)
-    _record(run, command, note=f"run {run.state.epoch}")
+    record_operation(run, command, note=f"run {run.state.epoch}")
     _tell_parent(run)
 
 
@@ -286,7 +292,7 @@ def _retry(run: DecisionRun, command: RetryWorkflow) -> None:
     if refusal is None and unknown:
         refusal = f"tasks {unknown} are no longer in the workflow's definition"
     if refusal is not None:
-        _record(run, command, refusal=refusal)
+        record_operation(run, command, refusal=refusal)
         return
     _run_again(run)
     state.last_retried_time = run.now
@@ -308,7 +314,7 @@ def _retry(run: DecisionRun, command: RetryWorkflow) -> None:
             )
             continue
         _next_attempt(run, task)
-    _record(run, command, note=f"run {state.epoch}: {[t.reference_task_name for t in failed]}")
+    record_operation(run, command, note=f"run {state.epoch}: {[t.reference_task_name for t in failed]}")
     _tell_parent(run)
 
 
@@ -344,12 +350,12 @@ def _rerun(run: DecisionRun, command: RerunWorkflow) -> None:
     state = run.state
     refusal = _refusal_to_run_again(run, command.epoch, "rerun")
     if refusal is not None:
-        _record(run, command, refusal=refusal)
+        record_operation(run, command, refusal=refusal)
         return
     if command.re_run_from_task_id is None:  # from the very start, with the new input
         _start_over(run)
         _take_rerun_input(run, command)
-        _record(run, command, note=f"run {state.epoch} from the start")
+        record_operation(run, command, note=f"run {state.epoch} from the start")
         _tell_parent(run)
         return
     if run.history is None:
@@ -357,14 +363,16 @@ def _rerun(run: DecisionRun, command: RerunWorkflow) -> None:
     executions = _executions(run)
     target = executions.get(command.re_run_from_task_id)
     if target is None:
-        _record(
+        record_operation(
             run,
             command,
             refusal=f"this run of the workflow has no task execution {command.re_run_from_task_id!r}",
         )
         return
     if not _has_node(run, target):
-        _record(run, command, refusal=f"task {target.reference_task_name!r} is no longer in the definition")
+        record_operation(
+            run, command, refusal=f"task {target.reference_task_name!r} is no longer in the definition"
+        )
         return
     _run_again(run)
     state.last_retried_time = run.now
@@ -377,7 +385,7 @@ def _rerun(run: DecisionRun, command: RerunWorkflow) -> None:
     if command.task_input is not None:
         task.input_data = dict(command.task_input)
     run.type_of(task).start(run, node, task, scope)
-    _record(run, command, note=f"run {state.epoch} from {target.reference_task_name}")
+    record_operation(run, command, note=f"run {state.epoch} from {target.reference_task_name}")
     _tell_parent(run)
 
 

@@ -81,6 +81,14 @@ class StartWorkflow(Envelope):
     idempotency_strategy: IdempotencyStrategy | None = Field(
         default=None, description="FAIL (the default), RETURN_EXISTING or FAIL_ON_RUNNING."
     )
+    kind: Literal["code"] | None = Field(
+        default=None,
+        description="`code`: a code-first workflow replayed by the runtime of `app` "
+        "(docs/code-workflows.md); absent: a JSON workflow.",
+    )
+    app: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")] | None = Field(
+        default=None, description="The app whose runtime replays a code workflow."
+    )
 
 
 class TaskResult(Envelope):
@@ -107,6 +115,16 @@ class Signal(Envelope):
     task_ref_name: Reference
     status: TaskStatus = TaskStatus.COMPLETED
     output: dict[str, Any] = Field(default_factory=dict)
+
+
+class RaiseEvent(Envelope):
+    """An external event for a code workflow (Dapr's raise_workflow_event): delivered to the
+    orchestrator's `wait_for_external_event(name)`, buffered until it waits for it."""
+
+    type: Literal["raise_event"] = "raise_event"
+    workflow_id: WorkflowId
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    input: Any = None
 
 
 class TerminateWorkflow(Envelope):
@@ -257,7 +275,8 @@ DeciderInbound = Annotated[
     | RetryWorkflow
     | SkipTask
     | UpdateVariables
-    | SubWorkflowReopened,
+    | SubWorkflowReopened
+    | RaiseEvent,
     Field(discriminator="type"),
 ]
 DECIDER_INBOUND: TypeAdapter[DeciderInbound] = TypeAdapter(DeciderInbound)
@@ -325,13 +344,15 @@ OutboxMessage = Annotated[
     | SubWorkflowEnded
     | DecideRequest
     | RetryWorkflow
-    | SubWorkflowReopened,
+    | SubWorkflowReopened
+    | RaiseEvent,
     Field(discriminator="type"),
 ]
 """What a decision publishes after its commit: task dispatches, timer requests, lifecycle events,
 starts (failureWorkflow, SUB_WORKFLOW, START_WORKFLOW), terminations of child executions, a
 child's end reported to its parent, a retry of a failed child and a child's reopening reported to
-its parent (retry with resumeSubworkflowTasks, rerun inside a child), and a decide request to
-itself when a decision stopped at its step budget."""
+its parent (retry with resumeSubworkflowTasks, rerun inside a child), a decide request to
+itself when a decision stopped at its step budget, and a code workflow's event for another
+(send_event)."""
 OUTBOX_MESSAGE: TypeAdapter[OutboxMessage] = TypeAdapter(OutboxMessage)
 WORKER_TASK: TypeAdapter[TaskMessage] = TypeAdapter(TaskMessage)

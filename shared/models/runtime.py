@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from shared.models.definitions import WorkflowTask
+from shared.models.history import PatchVersion, Stall
 
 
 class CamelModel(BaseModel):
@@ -55,10 +56,13 @@ class WorkflowStatus(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     TERMINATED = "TERMINATED"
     PAUSED = "PAUSED"
+    STALLED = "STALLED"
+    """A code workflow whose history the runtime's code cannot replay (Dapr's STALLED): kept, not
+    failed; it goes on once a runtime with the right code takes its next turn."""
 
     @property
     def is_terminal(self) -> bool:
-        return self not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED)
+        return self not in (WorkflowStatus.RUNNING, WorkflowStatus.PAUSED, WorkflowStatus.STALLED)
 
     @property
     def is_successful(self) -> bool:
@@ -149,6 +153,31 @@ class OperationRecord(CamelModel):
     reason: str | None = None
 
 
+class CodeState(CamelModel):
+    """Where a code workflow stands (docs/code-workflows.md): its history lives in the store,
+    append-only; the document holds the cursor into it and what the next turn will carry."""
+
+    app: str
+    """The runtime that replays it: its turns go to `orchestrations.<app>`."""
+    history_length: int = 0
+    """Events of this generation in the stored history (the next chunk starts there)."""
+    next_action_id: int = 0
+    """Every action the orchestrator took has an id below this one."""
+    turns: int = 0
+    """Turns dispatched in this generation (each a task execution of its own)."""
+    pending: list[dict[str, Any]] = Field(default_factory=list)
+    """History events that happened since the turn in flight was dispatched: the next turn's."""
+    actions: dict[str, int] = Field(default_factory=dict)
+    """Live task executions (activities, timers, children) by reference: their action ids."""
+    custom_status: Any = None
+    version: PatchVersion | None = None
+    """The named version and patches the code reported in its last turn."""
+    patches: list[str] = Field(default_factory=list)
+    """Every patch this execution has taken, in the order first taken (the prefix check)."""
+    stall: Stall | None = None
+    """Why the execution is STALLED, while it is."""
+
+
 OPERATIONS_KEPT = 20
 """How many lifecycle commands a workflow document remembers."""
 
@@ -214,6 +243,8 @@ class WorkflowState(CamelModel):
     a rerun): their task records stay readable, but they are not this run's executions."""
     operations: list[OperationRecord] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The last OPERATIONS_KEPT lifecycle commands, oldest first."""
+    code: CodeState | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Set on a code workflow (kind "code"): its place in its history."""
 
     def is_superseded(self, seq: int) -> bool:
         return any(first <= seq <= last for first, last in self.superseded)

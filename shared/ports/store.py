@@ -11,13 +11,40 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState, WorkflowStatus
 from shared.search import SearchRequest
+
+
+@dataclass(frozen=True)
+class HistoryChunk:
+    """The history events one decision of a code workflow appended (docs/code-workflows.md):
+    events `first` .. `first + len(events) - 1` of generation `generation`. Written once, with
+    the commit that made them (never by a decision that lost), and never rewritten."""
+
+    workflow_id: str
+    generation: int
+    first: int
+    events: Sequence[dict[str, Any]]
+
+    @property
+    def chunk_id(self) -> str:
+        return f"{self.workflow_id}#{self.generation}#{self.first}"
+
+
+def stitch_history(chunks: Sequence[HistoryChunk], length: int | None = None) -> list[dict[str, Any]]:
+    """A generation's events from its chunks, in order, up to `length` (the committed document's
+    `historyLength`; a newer commit's chunk past it is left out)."""
+    events: list[dict[str, Any]] = []
+    for chunk in sorted(chunks, key=lambda c: c.first):
+        if chunk.first != len(events):
+            break  # a gap: nothing after it belongs to a committed history this reader knows
+        events.extend(chunk.events)
+    return events if length is None else events[:length]
 
 
 @dataclass(frozen=True)
@@ -37,6 +64,8 @@ class Commit:
     """Whether a field searches look at (status, correlation id, times, version: shared/search.py)
     differs from the base version's; the decider says False for the many commits that change
     none, and an adapter that keeps a search index apart (SQLite) leaves it alone then."""
+    history: Sequence[HistoryChunk] = ()
+    """History a code workflow's decision appended: written only if the commit wins."""
     base_updated_at: int | None = None
     """`updated_at` of the version the decision is based on (`expected_version`), which every
     rival for the next version shares: the MongoDB adapter files the commit's fence by it
@@ -236,6 +265,12 @@ class Store(Protocol):
         `ended_before` (epoch ms) with everything they own — task records, task claims, index
         rows, timers, fences, outbox — and return their ids. Never touches an execution that is
         not finished; the document goes last, so a purge cut short is completed by the next."""
+        ...
+
+    # ---- code workflows' histories ----
+    async def load_history(self, workflow_id: str, generation: int) -> list[HistoryChunk]:
+        """The chunks of one generation of a code workflow's history (any order; see
+        `stitch_history`). Removed with the workflow."""
         ...
 
     # ---- task records ----

@@ -48,5 +48,5 @@ def test_only_definitions_with_scripts_may_block() -> None:
 
 
 def test_an_unknown_kind_is_refused_by_name() -> None:
-    with pytest.raises(UnknownDefinitionKindError, match=r"'replay'.*known: graph"):
+    with pytest.raises(UnknownDefinitionKindError, match=r"'replay'.*known: code, graph"):
         engine_for("replay")

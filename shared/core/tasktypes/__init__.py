@@ -16,6 +16,7 @@ from shared.core.tasktypes.inline import InlineTask
 from shared.core.tasktypes.join import ExclusiveJoinTask, JoinTask
 from shared.core.tasktypes.json_jq import JsonJqTransformTask
 from shared.core.tasktypes.noop import NoopTask
+from shared.core.tasktypes.orchestrator import OrchestratorTurnTask
 from shared.core.tasktypes.set_variable import SetVariableTask
 from shared.core.tasktypes.simple import SimpleTask
 from shared.core.tasktypes.subworkflow import StartWorkflowTask, SubWorkflowTask
@@ -70,6 +71,7 @@ def default_registry() -> TaskTypeRegistry:
         DynamicTask(),
         HttpTask(),
         EventTask(),
+        OrchestratorTurnTask(),
     ):
         registry.register(task_type)
     return registry

@@ -1,0 +1,72 @@
+"""What the decider adds to a code workflow's turn when it publishes it: the stored history.
+
+A turn's task message in the committed outbox carries only the turn's new events and how long
+the history is (`historyLength`): the document never holds the history, so a commit's cost does
+not grow with it. The runtime needs the past events to replay, so they are read from the store
+(written by the commit being published, or an earlier one) and put into the message on its way
+out — for a republished outbox too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from shared.core import new_workflow_state
+from shared.core.code.engine import CODE
+from shared.core.code.run import code_definition
+from shared.models.documents import WorkflowDocument
+from shared.models.history import ORCHESTRATIONS
+from shared.models.messages import OutboxMessage, StartWorkflow, TaskMessage
+from shared.models.runtime import CodeState
+from shared.ports.store import Store, stitch_history
+
+
+def is_turn(message: OutboxMessage) -> bool:
+    return isinstance(message, TaskMessage) and message.task_type.startswith(ORCHESTRATIONS)
+
+
+async def with_history(store: Store, messages: Sequence[OutboxMessage]) -> list[OutboxMessage]:
+    """`messages` with each turn's `pastEvents` filled in from the store."""
+    turns = [m for m in messages if is_turn(m)]
+    if not turns:
+        return list(messages)
+    histories = await asyncio.gather(*(_past_events(store, turn) for turn in turns))  # type: ignore[arg-type]
+    filled = {id(turn): full for turn, full in zip(turns, histories, strict=True)}
+    return [filled.get(id(m), m) for m in messages]
+
+
+async def _past_events(store: Store, turn: TaskMessage) -> TaskMessage:
+    item = turn.input_data
+    length = int(item.get("historyLength", 0))
+    past = []
+    if length:
+        chunks = await store.load_history(turn.workflow_instance_id, int(item.get("generation", 0)))
+        past = stitch_history(chunks, length)
+        if len(past) < length:  # never expected: the commit that made the turn wrote them
+            raise RuntimeError(
+                f"history of {turn.workflow_instance_id} has {len(past)} of its {length} events in the store"
+            )
+    return turn.model_copy(update={"input_data": {**item, "pastEvents": past}})
+
+
+DEFAULT_APP = "default"
+"""The app of a code workflow started without one (`CAIRN_APP` of the runtime, by default)."""
+
+
+def new_code_document(start: StartWorkflow, now: int, traceparent: str | None) -> WorkflowDocument:
+    """A version-0 document for a start of a code workflow: nothing to resolve, the code is the
+    runtime's; the first decision hands the ExecutionStarted to it."""
+    app = start.app or DEFAULT_APP
+    definition = code_definition(start.name, app)
+    state = new_workflow_state(definition, start, now)
+    state.code = CodeState(app=app)
+    return WorkflowDocument(
+        workflow_id=start.workflow_id,
+        version=0,
+        kind=CODE,
+        definition=definition,
+        state=state,
+        trace_parent=traceparent,
+        updated_at=now,
+    )
