@@ -1,0 +1,69 @@
+"""A turn from work item to answer: replay the past events, apply the new ones, and say what the
+orchestrator asks for — or why this code cannot go on with this instance (a stall).
+
+Cairn is stricter than Dapr here: code that no longer matches its history stalls the instance
+(kept, not failed) with a description naming the instance, the sequence number, what the history
+recorded and what the code asked for; a corrected runtime takes it up with the next turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cairn.workflow._registry import OrchestratorNotRegisteredError, Registry, VersionNotRegisteredError
+from cairn.workflow._replay import Replay, failure_of
+from cairn.workflow._tasks import NonDeterminismError, WorkflowStateError
+from shared.models.history import (
+    HISTORY,
+    CompleteOrchestration,
+    PatchVersion,
+    Stall,
+    TurnResponse,
+    WorkItem,
+)
+
+log = logging.getLogger("cairn.workflow")
+
+
+def execute_turn(registry: Registry, item: dict[str, Any]) -> dict[str, Any]:
+    """The answer (a TurnResponse as JSON) to one work item (a WorkItem as JSON)."""
+    work = WorkItem.model_validate(item)
+    response = replay_turn(registry, work)
+    return response.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def replay_turn(registry: Registry, work: WorkItem) -> TurnResponse:
+    replay = Replay(registry, work.instance_id)
+    stall: Stall | None = None
+    try:
+        for event in work.past_events:
+            replay.process(event)
+        replay.is_replaying = False
+        for event in work.new_events:
+            replay.process(event)
+    except NonDeterminismError as error:
+        stall = Stall(reason="NONDETERMINISM", description=str(error))
+    except VersionNotRegisteredError as error:
+        stall = Stall(reason="VERSION_NOT_AVAILABLE", description=str(error))
+    except (OrchestratorNotRegisteredError, WorkflowStateError) as error:
+        replay.pending_actions.clear()  # Dapr fails the instance for these
+        replay.completion = CompleteOrchestration(
+            id=replay.next_id(), orchestration_status="FAILED", failure_details=failure_of(error)
+        )
+    if stall is not None:
+        log.warning("workflow %s stalled: %s", work.instance_id, stall.description)
+        return TurnResponse(turn=work.turn, stall=stall)
+    version = None
+    if replay.version or replay.encountered_patches:
+        version = PatchVersion(name=replay.version, patches=replay.encountered_patches)
+    return TurnResponse(
+        turn=work.turn, actions=replay.actions(), custom_status=replay.custom_status, version=version
+    )
+
+
+def replay_history(registry: Registry, instance_id: str, events: list[dict[str, Any]]) -> TurnResponse:
+    """Replay a whole recorded history as one turn of past events (cairn.workflow.testing)."""
+    parsed = HISTORY.validate_python(events)
+    work = WorkItem(instance_id=instance_id, name="", turn=0, past_events=parsed[:-1], new_events=parsed[-1:])
+    return replay_turn(registry, work)
