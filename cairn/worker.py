@@ -51,6 +51,16 @@ class TerminalError(Exception):
     """Raise from a worker to fail the task without retries (FAILED_WITH_TERMINAL_ERROR)."""
 
 
+class FailedWithOutput(Exception):
+    """Raise from a worker to fail the attempt (FAILED) with `reason` and an output that says more
+    (cairn.workflow's activities send the error's type and stack trace this way)."""
+
+    def __init__(self, reason: str, output: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.output = output
+
+
 @dataclass(frozen=True)
 class InProgress:
     """Return from a worker to report the task IN_PROGRESS and have it handed to a worker again
@@ -242,6 +252,8 @@ async def execute(
             output = _as_output(value)
     except TerminalError as error:
         status, reason = TaskStatus.FAILED_WITH_TERMINAL_ERROR, str(error) or type(error).__name__
+    except FailedWithOutput as error:
+        status, reason, output = TaskStatus.FAILED, error.reason, error.output
     except Exception as error:
         status, reason = TaskStatus.FAILED, f"{type(error).__name__}: {error}"
     finally:

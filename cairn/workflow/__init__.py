@@ -14,9 +14,28 @@ from cairn.workflow._tasks import (
     when_all,
     when_any,
 )
+from cairn.workflow.client import DaprWorkflowClient
 from cairn.workflow.retry_policy import RetryPolicy
+from cairn.workflow.runtime import WorkflowRuntime
+from cairn.workflow.state import WorkflowState, WorkflowStatus
+
+
+def alternate_name(name: str | None = None):  # type: ignore[no-untyped-def]
+    """Register a function under another name (Dapr's @alternate_name)."""
+
+    def decorate(fn):  # type: ignore[no-untyped-def]
+        if getattr(fn, "_dapr_alternate_name", None):
+            raise ValueError(
+                f"Function {fn.__name__} already has an alternate name {fn._dapr_alternate_name}"
+            )
+        fn.__dict__["_dapr_alternate_name"] = name or fn.__name__
+        return fn
+
+    return decorate
+
 
 __all__ = [
+    "DaprWorkflowClient",
     "DaprWorkflowContext",
     "FailureDetails",
     "NonDeterminismError",
@@ -24,6 +43,10 @@ __all__ = [
     "Task",
     "TaskFailedError",
     "WorkflowActivityContext",
+    "WorkflowRuntime",
+    "WorkflowState",
+    "WorkflowStatus",
+    "alternate_name",
     "when_all",
     "when_any",
 ]

@@ -8,6 +8,7 @@ be deterministic: `current_utc_datetime` is the turn's recorded time, not the wa
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import typing
 import warnings
@@ -81,7 +82,7 @@ class DaprWorkflowContext:
     def set_custom_status(self, custom_status: str) -> None:
         if not isinstance(custom_status, str):
             warnings.warn("set_custom_status takes a string", DeprecationWarning, stacklevel=2)
-            custom_status = encode(custom_status)
+            custom_status = json.dumps(encode(custom_status))
         self._replay.custom_status = custom_status
 
     def create_timer(self, fire_at: datetime | timedelta) -> Task:

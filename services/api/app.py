@@ -8,6 +8,7 @@ from fastapi import Depends, FastAPI
 
 from services.api import (
     bulk,
+    code_workflows,
     deadletters,
     events,
     execute,
@@ -37,6 +38,7 @@ def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> Fas
     app.include_router(execute.router)
     app.include_router(bulk.router)  # before /api/workflow/{workflow_id}/...: "bulk" is no id
     app.include_router(lifecycle.router)
+    app.include_router(code_workflows.router)
     app.include_router(executions.router)
     app.include_router(task_search.router)  # before /api/tasks/{task_id}: "search" is no id
     app.include_router(tasks.router)

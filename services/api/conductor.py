@@ -103,6 +103,32 @@ def workflow_json(document: WorkflowDocument, tasks: list[TaskState] | None) -> 
     (Conductor's includeTasks=false)."""
     state = document.state
     failed = [t for t in (tasks or []) if t.status.is_terminal and not t.status.is_successful]
+    shown = {
+        **_workflow_fields(document, tasks, failed),
+        **(code_fields(document) if state.code is not None else {}),
+    }
+    return shown
+
+
+def code_fields(document: WorkflowDocument) -> dict[str, Any]:
+    """Cairn's fields for a code workflow: its kind and app, custom status, version and patches,
+    and why it is STALLED (ownerApp is Conductor's)."""
+    code = document.state.code
+    assert code is not None
+    return {
+        "kind": "code",
+        "ownerApp": code.app,
+        "customStatus": code.custom_status,
+        "codeVersion": code.version.to_json_dict() if code.version is not None else None,
+        "patches": code.patches,
+        "stall": code.stall.to_json_dict() if code.stall is not None else None,
+    }
+
+
+def _workflow_fields(
+    document: WorkflowDocument, tasks: list[TaskState] | None, failed: list[TaskState]
+) -> dict[str, Any]:
+    state = document.state
     return {
         "workflowId": state.workflow_id,
         "workflowName": state.workflow_name,

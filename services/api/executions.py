@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import Field
 
+from services.api.code_workflows import APP_PATTERN, start_code_workflow
 from services.api.conductor import workflow_json, workflow_summary_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
 from services.api.views import load_executions
+from services.decider.code_turns import DEFAULT_APP
 from shared import idempotency, telemetry
 from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import outgoing
@@ -60,6 +62,12 @@ class StartWorkflowRequest(CamelModel):
     workflow_def: dict[str, Any] | None = None
     idempotency_key: Text | None = None
     idempotency_strategy: IdempotencyStrategy = IdempotencyStrategy.FAIL
+    kind: Literal["code"] | None = Field(
+        default=None, description="Cairn extension: `code` starts a code workflow (docs/code-workflows.md)."
+    )
+    app: Annotated[str, Field(pattern=APP_PATTERN)] | None = Field(
+        default=None, description="Cairn extension: the app whose runtime replays a code workflow."
+    )
 
 
 async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str:
@@ -70,6 +78,19 @@ async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str
             400, f"name: {request.name[:60]!r} is not a valid name: {NAME_RULE}", [("name", NAME_RULE)]
         )
     refuse_past_limits(ctx, request.input, "input")
+    if request.kind == "code":
+        return await start_code_workflow(
+            ctx,
+            StartWorkflow(
+                id=f"start:{request.workflow_id or 'new'}:{uuid.uuid4()}",
+                workflow_id=request.workflow_id or uuid.uuid4().hex,
+                name=request.name,
+                input=request.input,
+                correlation_id=request.correlation_id,
+                kind="code",
+                app=request.app or DEFAULT_APP,
+            ),
+        )
     inline: dict[str, Any] | None = None
     if request.workflow_def is not None:
         problems = payload_problems(

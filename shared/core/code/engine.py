@@ -221,7 +221,7 @@ def _on_terminate(run: CodeRun, command: TerminateWorkflow) -> None:
     )
     code.pending = []
     append_history(run, chunk)
-    state.output = {"result": reason}
+    state.output = {"result": command.reason} if command.reason else {}  # Dapr's terminate output
     end_workflow(run, WorkflowStatus.TERMINATED, reason, failure_workflow=False)
 
 
