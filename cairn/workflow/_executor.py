@@ -46,7 +46,14 @@ def replay_turn(registry: Registry, work: WorkItem) -> TurnResponse:
         stall = Stall(reason="NONDETERMINISM", description=str(error))
     except VersionNotRegisteredError as error:
         stall = Stall(reason="VERSION_NOT_AVAILABLE", description=str(error))
-    except (OrchestratorNotRegisteredError, WorkflowStateError) as error:
+    except OrchestratorNotRegisteredError as error:
+        if work.past_events:  # it ran elsewhere: this runtime lacks its code; keep it (Cairn)
+            stall = Stall(reason="WORKFLOW_NOT_REGISTERED", description=f"{error} (in this runtime)")
+        else:  # a new instance of a name nobody registered fails, as in Dapr
+            replay.completion = CompleteOrchestration(
+                id=replay.next_id(), orchestration_status="FAILED", failure_details=failure_of(error)
+            )
+    except WorkflowStateError as error:
         replay.pending_actions.clear()  # Dapr fails the instance for these
         replay.completion = CompleteOrchestration(
             id=replay.next_id(), orchestration_status="FAILED", failure_details=failure_of(error)

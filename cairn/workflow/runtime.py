@@ -35,6 +35,9 @@ log = logging.getLogger("cairn.workflow")
 
 DEFAULT_CONCURRENCY = 16
 READY_TIMEOUT_S = 30.0
+LONG_POLL_MS = 1_000
+"""Shorter than a worker's: `shutdown()` waits for the polls in flight (the api may be handing
+them tasks), and Dapr programs shut their runtime down and start another within a second."""
 
 
 def _registered_name(fn: Function, name: str | None) -> str:
@@ -203,6 +206,7 @@ class WorkflowRuntime:
             self._server,
             self._specs(),
             concurrency=self._concurrency,
+            long_poll_ms=LONG_POLL_MS,
             api_key=ApiKey.from_settings(CairnSettings()),
         )
         loop.call_soon(ready.set)

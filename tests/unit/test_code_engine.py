@@ -252,10 +252,11 @@ def test_a_start_under_the_id_of_a_finished_instance_runs_it_again() -> None:
     h.answer(complete(1, "first"))
     assert h.state.status is WorkflowStatus.COMPLETED
     again = StartWorkflow(
-        id="m-again", workflow_id="code-1", name="wf", input={"input": 2}, kind="code", app="app"
+        id="m-again", workflow_id="code-1", name="wf", input={"input": 2}, kind="code", app="b"
     )
     h.send(again)
     assert h.state.status is WorkflowStatus.RUNNING and h.state.output == {} and h.state.epoch == 1
+    assert h.state.code.app == "b" and h.turn_task().task_type == "orchestrations.b"  # type: ignore[union-attr]
     assert h.turn()["newEvents"][1]["input"] == 2
 
 

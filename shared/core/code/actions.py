@@ -217,9 +217,11 @@ def continue_as_new(run: CodeRun, new_input: Any, carryover: list[HistoryEvent])
     new_generation(run, new_input, carryover)
 
 
-def new_generation(run: CodeRun, new_input: Any, carryover: list[HistoryEvent]) -> None:
+def new_generation(
+    run: CodeRun, new_input: Any, carryover: list[HistoryEvent], app: str | None = None
+) -> None:
     """Start this instance over with `new_input` and an empty history (continue_as_new, or a
-    start under the id of a finished instance, which Dapr allows)."""
+    start under the id of a finished instance, which Dapr allows, on the start's app)."""
     state, code = run.state, code_of(run)
     for task in sorted(state.tasks.values(), key=lambda t: t.seq):
         run.cancel(task, "continued as new")
@@ -240,7 +242,7 @@ def new_generation(run: CodeRun, new_input: Any, carryover: list[HistoryEvent]) 
         timestamp=run.now,
     )
     state.code = CodeState(
-        app=code.app,
+        app=app or code.app,
         pending=[started.to_json_dict(), *(event.to_json_dict() for event in carryover)],
     )
     run.woken = True

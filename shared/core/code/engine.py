@@ -184,7 +184,7 @@ def _start_again(run: CodeRun, start: StartWorkflow) -> None:
     state.correlation_id = start.correlation_id
     state.parent_workflow_id = start.parent_workflow_id
     state.parent_workflow_task_id = start.parent_workflow_task_id
-    new_generation(run, start.input.get("input"), [])
+    new_generation(run, start.input.get("input"), [], app=start.app)
 
 
 def _on_task_result(run: CodeRun, result: TaskResult) -> None:

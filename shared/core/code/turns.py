@@ -21,6 +21,7 @@ from shared.core.code.run import CodeRun
 from shared.core.tasktypes.simple import dispatch
 from shared.models.history import (
     ORCHESTRATOR,
+    CompleteOrchestration,
     TURN_REF,
     HistoryEvent,
     OrchestratorStarted,
@@ -164,6 +165,8 @@ def read_response(run: CodeRun, turn: TaskState, result: TaskResult) -> TurnResp
 def _action_id_problem(code: CodeState, response: TurnResponse) -> Stall | None:
     seen: set[int] = set()
     for action in response.actions:
+        if isinstance(action, CompleteOrchestration):
+            continue  # its number names no event anyone refers to
         if action.id < code.next_action_id or action.id in seen:
             return Stall(
                 reason="NONDETERMINISM",

@@ -170,3 +170,20 @@ def test_an_unregistered_workflow_fails_as_in_dapr() -> None:
     d.run()
     assert d.h.state.status is WorkflowStatus.FAILED
     assert "A 'nobody' orchestrator was not registered." in d.h.state.reason_for_incompletion  # type: ignore[operator]
+
+
+def test_a_runtime_without_the_workflow_keeps_an_instance_that_ran_elsewhere() -> None:
+    registry = Registry()
+    registry.add_workflow("wf", versioned("v"))
+    d = Driver(registry, "wf")
+    d.run()
+    registry.workflows.clear()  # a runtime of the app that lacks this workflow takes the next turn
+    d.raise_event("go")
+    d.run()
+    stall = d.h.state.code.stall  # type: ignore[union-attr]
+    assert d.h.state.status is WorkflowStatus.STALLED and stall is not None
+    assert stall.reason == "WORKFLOW_NOT_REGISTERED" and "'wf'" in stall.description
+    registry.add_workflow("wf", versioned("back"))
+    d.raise_event("nudge")
+    d.run()
+    assert d.result == "back"
