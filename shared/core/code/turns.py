@@ -21,8 +21,8 @@ from shared.core.code.run import CodeRun
 from shared.core.tasktypes.simple import dispatch
 from shared.models.history import (
     ORCHESTRATOR,
-    CompleteOrchestration,
     TURN_REF,
+    CompleteOrchestration,
     HistoryEvent,
     OrchestratorStarted,
     Stall,
