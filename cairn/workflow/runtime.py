@@ -169,8 +169,9 @@ class WorkflowRuntime:
         )
         self._thread.start()
         ready.wait()
-        with http_client(self._server) as client:  # STALLED instances of this app: try again
-            response = client.post(f"/api/workflow/code/{self._app}/runtimes")
+        names = sorted({*self._registry.workflows, *self._registry.versioned})
+        with http_client(self._server) as client:  # register the names; STALLED ones try again
+            response = client.post(f"/api/workflow/code/{self._app}/runtimes", json={"workflows": names})
             if response.is_success and response.json().get("woken"):
                 log.info("gave %d stalled instance(s) another turn", len(response.json()["woken"]))
 

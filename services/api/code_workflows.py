@@ -9,18 +9,22 @@ remove) are Conductor's routes and work on both kinds.
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Response
+from pydantic import Field
 
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
 from shared import telemetry
 from shared.core.code.engine import CODE
+from shared.core.code.run import code_definition, is_code_definition
 from shared.messaging import outgoing
 from shared.models.documents import WorkflowDocument
+from shared.models.limits import DefinitionName
 from shared.models.messages import DecideRequest, RaiseEvent, StartWorkflow
-from shared.models.runtime import WorkflowStatus
+from shared.models.runtime import CamelModel, WorkflowStatus
 from shared.ports.store import stitch_history
 
 router = APIRouter(prefix="/api/workflow", tags=["code workflows"])
@@ -111,10 +115,29 @@ async def history(ctx: Ctx, workflow_id: str) -> dict[str, Any]:
     }
 
 
+class RuntimeAnnouncement(CamelModel):
+    workflows: list[DefinitionName] = Field(default_factory=list, max_length=10_000)
+
+
 @router.post("/code/{app}/runtimes")
-async def runtime_connected(ctx: Ctx, app: str) -> dict[str, Any]:
-    """A runtime of `app` started: its STALLED instances get another turn now (the code that
-    stalled them may have been fixed). Answers the instances woken."""
+async def runtime_connected(
+    ctx: Ctx, app: str, announcement: Annotated[RuntimeAnnouncement | None, Body()] = None
+) -> dict[str, Any]:
+    """A runtime of `app` started. The workflows it hosts are registered as code workflows of
+    the app (so they can be started by name and called as a JSON workflow's SUB_WORKFLOW; a JSON
+    definition of the same name is left alone), and the app's STALLED instances get another turn
+    now (the code that stalled them may have been fixed). Answers what it did."""
+    if not re.fullmatch(APP_PATTERN, app):
+        raise ApiError(400, f"app: {app!r} is not an app name (letters, digits, '.', '_', '-')")
+    registered, skipped = [], []
+    for name in announcement.workflows if announcement else []:
+        existing = await ctx.store.get_workflow_def(name, None)
+        if existing is not None and not is_code_definition(existing):
+            skipped.append(name)
+            continue
+        if existing is None or existing.owner_app != app:
+            await ctx.store.put_workflow_def(code_definition(name, app))
+        registered.append(name)
     stalled = await ctx.store.list_workflows(status=WorkflowStatus.STALLED, name=None, limit=1000)
     woken = [
         d.workflow_id
@@ -133,4 +156,4 @@ async def runtime_connected(ctx: Ctx, app: str) -> dict[str, Any]:
             for workflow_id in woken
         ]
     )
-    return {"app": app, "woken": woken}
+    return {"app": app, "registered": registered, "skippedJsonNames": skipped, "woken": woken}

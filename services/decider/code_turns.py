@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from shared.core import new_workflow_state
 from shared.core.code.engine import CODE
-from shared.core.code.run import code_definition
+from shared.core.code.run import code_definition, is_code_definition
+from shared.models.definitions import WorkflowDef
 from shared.models.documents import WorkflowDocument
 from shared.models.history import ORCHESTRATIONS
 from shared.models.messages import OutboxMessage, StartWorkflow, TaskMessage
@@ -70,3 +71,33 @@ def new_code_document(start: StartWorkflow, now: int, traceparent: str | None) -
         trace_parent=traceparent,
         updated_at=now,
     )
+
+
+async def code_start_of(store: Store, start: StartWorkflow) -> StartWorkflow | None:
+    """The start of a code workflow this start is, or None for a JSON workflow's. A Dapr client's
+    start says so (`kind`); a code workflow's child (it names its parent's `app`) is a JSON one
+    when a JSON definition of its name is registered, else code. A Conductor start by name is
+    decided by the definition registered under the name (the handler, `is_code_definition`)."""
+    if start.kind == "code":
+        return start
+    if start.app is None:
+        return None
+    found = await store.get_workflow_def(start.name, start.version)
+    if found is not None and not is_code_definition(found):
+        return None
+    return start.model_copy(update={"kind": "code"})
+
+
+def json_start_of(start: StartWorkflow) -> StartWorkflow:
+    """A code workflow's child that is a JSON workflow: its input is the object the orchestrator
+    passed (a value that is not an object arrives as `{"input": value}`)."""
+    if start.app is None:
+        return start
+    value = start.input.get("input")
+    workflow_input = value if isinstance(value, dict) else {} if value is None else {"input": value}
+    return start.model_copy(update={"input": workflow_input, "app": None})
+
+
+def as_code_start(start: StartWorkflow, definition: WorkflowDef) -> StartWorkflow:
+    """A start by name of a registered code workflow, on the app that registered it."""
+    return start.model_copy(update={"kind": "code", "app": definition.owner_app or DEFAULT_APP})

@@ -18,12 +18,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.decider import keyed_starts
-from services.decider.code_turns import new_code_document, with_history
+from services.decider.code_turns import (
+    as_code_start,
+    code_start_of,
+    json_start_of,
+    new_code_document,
+    with_history,
+)
 from services.decider.recent import RecentDocuments
 from services.decider.snapshot import resolve_snapshot
 from shared import telemetry
 from shared.core import new_workflow_state
 from shared.core.code.engine import CODE
+from shared.core.code.run import is_code_definition
 from shared.core.decide import Decision, Limits
 from shared.core.engines import engine_for
 from shared.core.run import Rejection
@@ -318,16 +325,21 @@ class DeciderHandler:
                 traceparent = next(
                     (i.received.headers.get("traceparent") for i in items if i.message is start), None
                 )
-                if start.kind == "code":
-                    document = new_code_document(start, now, traceparent)
+                code_start = await code_start_of(self.store, start)
+                if code_start is not None:
+                    document = new_code_document(code_start, now, traceparent)
                 else:
+                    start = json_start_of(start)
                     if start.workflow_def is not None:
                         snapshot = await self._snapshot(start)
                     elif key in definitions:
                         snapshot = definitions[key]
                     else:
                         snapshot = definitions[key] = await self._snapshot(start)
-                    document = self._new_document(start, snapshot, now, traceparent)
+                    if snapshot[0] is not None and is_code_definition(snapshot[0]):
+                        document = new_code_document(as_code_start(start, snapshot[0]), now, traceparent)
+                    else:
+                        document = self._new_document(start, snapshot, now, traceparent)
                 if document.definition is None:  # rejected start: record why, tell listeners
                     plan.commit = Commit(document, 0)
                     return plan
@@ -498,6 +510,8 @@ class DeciderHandler:
                 which = f"version {start.version}" if start.version is not None else "any version"
                 return None, f"workflow definition {start.name!r} ({which}) is not registered"
             definition = found
+            if is_code_definition(found):  # a registered code workflow: its code is the runtime's
+                return found, ""
         return await resolve_snapshot(self.store, definition)
 
     async def _publish(self, plans: Sequence[_Plan]) -> None:

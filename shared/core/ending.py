@@ -90,6 +90,7 @@ def end_workflow(
                 status=status.value,
                 output=state.output,
                 reason=reason,
+                kind="code" if state.code is not None else None,
             )
         )
 

@@ -240,6 +240,9 @@ class SubWorkflowEnded(Envelope):
     status: str = Field(max_length=40, description="The child's final WorkflowStatus.")
     output: dict[str, Any] = Field(default_factory=dict)
     reason: Annotated[str | None, truncated] = None
+    kind: Literal["code"] | None = Field(
+        default=None, description="`code` when the child is a code workflow (its result is `output.result`)."
+    )
 
 
 class TimerFired(Envelope):

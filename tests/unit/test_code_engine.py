@@ -125,7 +125,7 @@ def test_a_child_is_started_through_the_outbox_and_its_end_comes_back() -> None:
     [start] = [m for m in h.last.outbox if isinstance(m, StartWorkflow)]
     assert (start.workflow_id, start.kind, start.app, start.input) == (
         "code-1:0001",
-        "code",
+        None,  # the decider makes it a JSON child if one of that name is registered, else code
         "app",
         {"input": 5},
     )
@@ -133,7 +133,7 @@ def test_a_child_is_started_through_the_outbox_and_its_end_comes_back() -> None:
     h.send(
         SubWorkflowEnded(
             id="end", workflow_id="code-1", task_id=task.task_id, sub_workflow_id="code-1:0001",
-            status="COMPLETED", output={"result": 25},
+            status="COMPLETED", output={"result": 25}, kind="code",
         )
     )  # fmt: skip
     [_, ended] = h.turn()["newEvents"]
@@ -264,3 +264,25 @@ def test_timer_purpose_is_the_wait_timers() -> None:
     h = CodeHarness()
     h.answer({"type": "CreateTimer", "id": 1, "fireAt": h.now + 5})
     assert [t.purpose for t in h.state.timers.values() if t.task_id] == [TIMER_WAIT]
+
+
+def test_a_json_childs_whole_output_is_the_result() -> None:
+    h = CodeHarness()
+    h.answer(
+        {
+            "type": "CreateSubOrchestration",
+            "id": 1,
+            "name": "json_child",
+            "instanceId": "c1",
+            "input": {"a": 1},
+        }
+    )
+    task = h.activity("json_child_1")
+    h.send(
+        SubWorkflowEnded(
+            id="end", workflow_id="code-1", task_id=task.task_id, sub_workflow_id="c1",
+            status="COMPLETED", output={"sum": 3},
+        )
+    )  # fmt: skip
+    [_, ended] = h.turn()["newEvents"]
+    assert ended["result"] == {"sum": 3}

@@ -169,8 +169,7 @@ def _start_child(run: CodeRun, action: CreateSubOrchestration) -> str:
             correlation_id=state.correlation_id,
             parent_workflow_id=state.workflow_id,
             parent_workflow_task_id=task.task_id,
-            kind="code",
-            app=action.app or code.app,
+            app=action.app or code.app,  # no kind: a JSON workflow of that name runs as one
         )
     )
     return child

@@ -130,7 +130,14 @@ def apply(run: CodeRun, event: DeciderInbound) -> None:
             _on_external_event(run, event.name, event.input)
         case Signal():  # `cairn signal` and Conductor's task update by reference: an external event
             _on_external_event(run, event.task_ref_name, event.output)
-        case TimerFired() | SubWorkflowEnded():
+        case SubWorkflowEnded():  # a JSON child's whole output is the orchestrator's result
+            ended = (
+                event
+                if event.kind == "code"
+                else event.model_copy(update={"output": {"result": event.output}})
+            )
+            apply_graph_event(run, ended)
+        case TimerFired():
             apply_graph_event(run, event)
         case DecideRequest():
             run.woken = True  # a runtime connected, or the sweeper looks: a STALLED one tries again

@@ -43,6 +43,11 @@ HistoryAppend = tuple[int, int, list[dict[str, Any]]]
 """(generation, index of the first event, events): one chunk a decision appends."""
 
 
+def is_code_definition(definition: WorkflowDef) -> bool:
+    """A registered code workflow (what `code_definition` makes), not a JSON one."""
+    return len(definition.tasks) == 1 and definition.tasks[0].type == ORCHESTRATOR
+
+
 class CodeRun(DecisionRun):
     """DecisionRun whose executions carry their own nodes (see the module docstring)."""
 

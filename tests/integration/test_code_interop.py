@@ -1,0 +1,114 @@
+"""One engine, two kinds: a JSON workflow calls a code workflow as its SUB_WORKFLOW, and a code
+workflow calls a JSON one as its child, on `cairn dev` with a real runtime polling over HTTP."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import cairn.workflow as wf
+from tests.devserver import DevServer
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def runtime(dev_server: DevServer) -> Iterator[wf.WorkflowRuntime]:
+    monkey = pytest.MonkeyPatch()
+    monkey.setenv("CAIRN_SERVER", dev_server.url)
+    monkey.setenv("CAIRN_APP", f"interop-{uuid.uuid4().hex[:6]}")
+    wfr = wf.WorkflowRuntime()
+
+    @wfr.activity
+    def square(ctx: wf.WorkflowActivityContext, x: int) -> int:
+        return x * x
+
+    @wfr.workflow(name="sum_of_squares")
+    def sum_of_squares(ctx: wf.DaprWorkflowContext, n: int) -> Any:
+        values = yield wf.when_all([ctx.call_activity(square, input=i) for i in range(n)])
+        return sum(values)
+
+    @wfr.workflow(name="calls_json")
+    def calls_json(ctx: wf.DaprWorkflowContext, pair: dict[str, int]) -> Any:
+        child = yield ctx.call_child_workflow("json_adder", input=pair)
+        return {"fromJson": child}
+
+    wfr.start()
+    yield wfr
+    wfr.shutdown()
+    monkey.undo()
+
+
+def wait_done(api: httpx.Client, workflow_id: str, seconds: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while True:
+        found = api.get(f"/api/workflow/{workflow_id}").json()
+        if found["status"] not in ("RUNNING", "PAUSED"):
+            return dict(found)
+        assert time.monotonic() < deadline, found
+        time.sleep(0.1)
+
+
+def test_a_json_workflow_runs_a_code_workflow_as_its_sub_workflow(
+    dev_server: DevServer, runtime: wf.WorkflowRuntime
+) -> None:
+    parent = {
+        "name": "json_parent_of_code",
+        "tasks": [
+            {
+                "name": "sum_of_squares",
+                "taskReferenceName": "child",
+                "type": "SUB_WORKFLOW",
+                "subWorkflowParam": {"name": "sum_of_squares"},
+                "inputParameters": {"input": "${workflow.input.n}"},
+            }
+        ],
+        "outputParameters": {"total": "${child.output.result}"},
+    }
+    with httpx.Client(base_url=dev_server.url, timeout=30) as api:
+        registered = api.get("/api/metadata/workflow/sum_of_squares").json()
+        assert registered["ownerApp"] == runtime._app  # the runtime registered it on start
+        assert api.post("/api/metadata/workflow", json=parent).status_code == 200
+        started = api.post("/api/workflow", json={"name": "json_parent_of_code", "input": {"n": 4}})
+        assert started.status_code == 200, started.text
+        done = wait_done(api, started.text)
+        assert done["status"] == "COMPLETED" and done["output"] == {"total": 14}
+        [task] = done["tasks"]
+        child = api.get(f"/api/workflow/{task['subWorkflowId']}").json()
+        assert child["kind"] == "code" and child["parentWorkflowId"] == started.text
+
+
+def test_a_code_workflow_runs_a_json_workflow_as_its_child(
+    dev_server: DevServer, runtime: wf.WorkflowRuntime
+) -> None:
+    adder = {
+        "name": "json_adder",
+        "tasks": [
+            {
+                "name": "add",
+                "taskReferenceName": "add",
+                "type": "INLINE",
+                "inputParameters": {
+                    "evaluatorType": "javascript",
+                    "expression": "$.a + $.b",
+                    "a": "${workflow.input.a}",
+                    "b": "${workflow.input.b}",
+                },
+            }
+        ],
+        "outputParameters": {"sum": "${add.output.result}"},
+    }
+    with httpx.Client(base_url=dev_server.url, timeout=30) as api:
+        assert api.post("/api/metadata/workflow", json=adder).status_code == 200
+    client = wf.DaprWorkflowClient()
+    instance = client.schedule_new_workflow("calls_json", input={"a": 2, "b": 3})
+    state = client.wait_for_workflow_completion(instance, timeout_in_seconds=30)
+    assert state is not None and state.runtime_status is wf.WorkflowStatus.COMPLETED, state
+    assert state.serialized_output == '{"fromJson": {"sum": 5}}'
+    child = httpx.get(f"{dev_server.url}/api/workflow/{instance}:0001").json()
+    assert "kind" not in child and child["input"] == {"a": 2, "b": 3} and child["status"] == "COMPLETED"
