@@ -56,7 +56,11 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
         bus,
         settings.topics,
         now_ms,
-        limits=Limits(max_steps=settings.decision_max_steps, payload=settings.payload_limits),
+        limits=Limits(
+            max_steps=settings.decision_max_steps,
+            payload=settings.payload_limits,
+            turn_timeout_s=settings.code_turn_timeout_s,
+        ),
         sandbox=sandbox,
         freeze_marker=settings.fault_freeze_marker,
         kill_marker=settings.fault_kill_before_command_commit,

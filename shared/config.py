@@ -103,6 +103,13 @@ class CairnSettings(BaseSettings):
         description="Server-side tasks (INLINE, SWITCH, loop iterations, ...) one decision may run before it "
         "commits and continues in a decision of its own, so no decision runs unbounded.",
     )
+    code_turn_timeout_s: int = Field(
+        60,
+        ge=1,
+        le=86_400,
+        description="How long a code workflow's runtime may hold a turn without a word (it heartbeats while "
+        "it replays): a turn held longer was lost with its runtime and is handed out again.",
+    )
     script_timeout_ms: int = Field(
         4000, ge=1, description="Time limit of one JavaScript or jq evaluation (Conductor's default: 4 s)."
     )
@@ -237,6 +244,12 @@ class CairnSettings(BaseSettings):
         None, description="URL of a Cairn api (http://127.0.0.1:8080); the CLI and workers then use HTTP."
     )
     worker_concurrency: int = Field(10, description="Tasks a worker process runs at once.")
+    app: str = Field(
+        "default",
+        pattern=r"^[A-Za-z0-9._-]{1,100}$",
+        description="The app of `cairn.workflow`: the code workflows a WorkflowRuntime hosts and a "
+        "DaprWorkflowClient starts (their turns go to `orchestrations.<app>`).",
+    )
     otlp_endpoint: str | None = Field(
         None, description="OTLP/HTTP endpoint; tracing export is off when unset."
     )

@@ -6,7 +6,6 @@ the app is CAIRN_APP (default `default`)."""
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from datetime import datetime
@@ -21,19 +20,17 @@ from cairn.workflow._serialization import encode
 from cairn.workflow.state import TERMINAL, WorkflowState, WorkflowStatus
 from shared.config import CairnSettings
 
-DEFAULT_APP = "default"
-
 
 class WorkflowClientError(Exception):
     """The api refused a request (the message says why and what to do)."""
 
 
 def server_url() -> str:
-    return (os.environ.get("CAIRN_SERVER") or DEFAULT_SERVER).rstrip("/")
+    return (CairnSettings().server or DEFAULT_SERVER).rstrip("/")
 
 
 def app_name() -> str:
-    return os.environ.get("CAIRN_APP") or DEFAULT_APP
+    return CairnSettings().app
 
 
 def http_client(server: str, timeout: float = 30.0) -> httpx.Client:

@@ -58,6 +58,8 @@ class Limits:
 
     max_steps: int = 200
     payload: PayloadLimits = DEFAULT_PAYLOAD_LIMITS
+    turn_timeout_s: int = 60
+    """A code workflow's turn held this long by a silent runtime is handed out again."""
 
 
 DEFAULT_LIMITS = Limits()

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
-from shared.models.definitions import WorkflowTask
+from shared.models.definitions import TaskDef, WorkflowTask
 from shared.models.history import PatchVersion, Stall
 
 
@@ -176,6 +176,9 @@ class CodeState(CamelModel):
     """Every patch this execution has taken, in the order first taken (the prefix check)."""
     stall: Stall | None = None
     """Why the execution is STALLED, while it is."""
+    task_defs: dict[str, TaskDef | None] = Field(default_factory=dict)
+    """The TaskDefs of the activities it ran, taken when each was first scheduled (None: none is
+    registered): like a JSON execution's snapshot, later edits do not change a running instance."""
 
 
 OPERATIONS_KEPT = 20

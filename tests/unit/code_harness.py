@@ -11,6 +11,7 @@ from shared.core import new_workflow_state
 from shared.core.code.engine import decide_code
 from shared.core.code.run import code_definition
 from shared.core.decide import Decision
+from shared.models.definitions import TaskDef
 from shared.models.history import ORCHESTRATIONS
 from shared.models.messages import DeciderInbound, OutboxMessage, StartWorkflow, TaskMessage, TaskResult
 from shared.models.runtime import CodeState, TaskState, TaskStatus, WorkflowState
@@ -25,6 +26,8 @@ class CodeHarness:
         self.history: dict[int, list[dict[str, Any]]] = {}
         self.records: dict[str, TaskState] = {}
         self.outbox: list[OutboxMessage] = []
+        self.registered: dict[str, TaskDef] = {}
+        """TaskDefs "registered in the store", handed to decisions that ask for them."""
         self._ids = itertools.count(1)
         start = StartWorkflow(
             id="m-start", workflow_id=wf_id, name=name, input={"input": input_}, kind="code", app=app
@@ -35,7 +38,12 @@ class CodeHarness:
 
     def send(self, *events: DeciderInbound, advance_ms: int = 1000) -> Decision:
         self.now += advance_ms
-        decision = decide_code(self.definition, self.state, list(events), self.now)
+        task_defs: dict[str, TaskDef | None] = {}
+        for _ in range(3):  # as the decider does: load the TaskDefs a decision asks for, decide again
+            decision = decide_code(self.definition, self.state, list(events), self.now, task_defs=task_defs)
+            if not decision.needs_task_defs:
+                break
+            task_defs.update({name: self.registered.get(name) for name in decision.needs_task_defs})
         for generation, first, chunk in decision.history:
             stored = self.history.setdefault(generation, [])
             assert first == len(stored), f"chunk at {first} appended to a history of {len(stored)}"

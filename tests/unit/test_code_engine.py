@@ -286,3 +286,35 @@ def test_a_json_childs_whole_output_is_the_result() -> None:
     )  # fmt: skip
     [_, ended] = h.turn()["newEvents"]
     assert ended["result"] == {"sum": 3}
+
+
+def test_a_turn_lost_with_its_runtime_is_handed_out_again_with_its_events() -> None:
+    h = CodeHarness()
+    first = h.turn_task()
+    h.send(h.result(first, TaskStatus.IN_PROGRESS, {}))  # a runtime took it, then died
+    h.send(advance_ms=60_000 + 1000)
+    again = h.turn_task()
+    assert again.task_id != first.task_id and not again.status.is_terminal
+    assert [e["type"] for e in h.turn()["newEvents"]] == ["OrchestratorStarted", "ExecutionStarted"]
+    assert h.turn()["turn"] == 2 and any("lost" in r for r in h.last.repairs)
+    h.answer(complete(1, "ok"))
+    assert h.state.status is WorkflowStatus.COMPLETED
+
+
+def test_an_activitys_registered_task_def_is_honoured_and_kept() -> None:
+    from shared.models.definitions import TaskDef
+
+    h = CodeHarness()
+    h.registered["slow"] = TaskDef(
+        name="slow", response_timeout_seconds=5, retry_count=1, retry_delay_seconds=0
+    )
+    h.answer(schedule(1, "slow"))
+    [message] = [m for m in h.last.outbox if isinstance(m, TaskMessage) and not is_turn(m)]
+    assert message.response_timeout_seconds == 5
+    h.registered.clear()  # later edits do not change a running instance
+    for _ in range(2):
+        h.send(h.result(h.activity("slow_1"), TaskStatus.IN_PROGRESS, {}))
+        h.send(advance_ms=6000)
+    [_, failed] = h.turn()["newEvents"]  # retried once, then the orchestrator hears of it
+    assert failed["type"] == "TaskFailed" and failed["failureDetails"]["errorType"] == "TimeoutError"
+    assert [t.retry_count for t in h.records.values()] == [0, 1]

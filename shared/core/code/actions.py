@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from shared.core import ids
-from shared.core.code.run import ACTIVITY_TASK_DEF, CodeRun
+from shared.core.code.run import CodeRun
 from shared.core.code.turns import close_turn, code_of
 from shared.core.tasktypes.base import in_progress
 from shared.core.tasktypes.simple import dispatch
@@ -40,6 +40,7 @@ from shared.models.runtime import CodeState, PendingTimer, TaskState, TaskStatus
 
 def apply_response(run: CodeRun, turn: TaskState, response: TurnResponse) -> None:
     """Commit one checked turn: its events and actions into the history, the actions carried out."""
+    run.need_task_defs({action.name for action in response.actions if isinstance(action, ScheduleTask)})
     state, code = run.state, code_of(run)
     given = list(turn.input_data.get("newEvents", []))
     if response.version is not None and given:  # only what is new to the history (Dapr's compaction)
@@ -123,7 +124,7 @@ def _schedule_activity(run: CodeRun, action: ScheduleTask) -> None:
     elif run.state.status is WorkflowStatus.PAUSED:
         run.hold(task)  # handed out on resume
     else:
-        dispatch(run, task, ACTIVITY_TASK_DEF.response_timeout_seconds)
+        dispatch(run, task, run.activity_def(action.name).response_timeout_seconds)
 
 
 def _create_timer(run: CodeRun, action: CreateTimer) -> None:

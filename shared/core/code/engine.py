@@ -28,7 +28,7 @@ from shared.core.decide import IN_PROCESS, Decision, Limits
 from shared.core.ending import end_workflow
 from shared.core.events import apply as apply_graph_event
 from shared.core.operations import apply_operation, record_operation
-from shared.core.run import LatestSnapshot
+from shared.core.run import LatestSnapshot, TaskDefsNeededError
 from shared.core.scripting import Sandbox
 from shared.core.tasktypes import REGISTRY
 from shared.core.timeouts import arm_next_deadline, enforce_timeouts
@@ -84,7 +84,7 @@ class CodeEngine:
         latest: LatestSnapshot | None = None,
         history: Sequence[TaskState] | None = None,
     ) -> Decision:
-        return decide_code(snapshot, state, events, now, limits=limits)
+        return decide_code(snapshot, state, events, now, limits=limits, task_defs=task_defs)
 
     def may_block(self, snapshot: WorkflowDef) -> bool:
         return False  # a code workflow's decisions run no scripts
@@ -97,16 +97,23 @@ def decide_code(
     now: int,
     *,
     limits: Limits = Limits(),
+    task_defs: Mapping[str, TaskDef | None] | None = None,
 ) -> Decision:
+    """One decision. Activities run under the TaskDefs registered for their names: when one is
+    not in `task_defs`, nothing is decided and `needs_task_defs` names it (the decider loads it
+    and decides again, as for a DYNAMIC task)."""
     working = WorkflowState.model_validate_json(state.model_dump_json())
-    run = CodeRun(snapshot, working, now, REGISTRY, limits, {}, IN_PROCESS)
-    for event in events:
-        apply(run, event)
+    run = CodeRun(snapshot, working, now, REGISTRY, limits, task_defs or {}, IN_PROCESS)
+    try:
+        for event in events:
+            apply(run, event)
+            record_outcomes(run)
+        enforce_timeouts(run)
         record_outcomes(run)
-    enforce_timeouts(run)
-    record_outcomes(run)
-    maybe_dispatch_turn(run)
-    arm_next_deadline(run)
+        maybe_dispatch_turn(run)
+        arm_next_deadline(run)
+    except TaskDefsNeededError as needed:
+        return Decision(state=state, needs_task_defs=needed.names)
     if run.dirty:
         run.state.update_time = now
     return Decision(

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.core.run import DecisionRun
+from shared.core.run import DecisionRun, TaskDefsNeededError
 from shared.models.definitions import TaskDef, WorkflowDef, WorkflowTask
 from shared.models.history import ORCHESTRATOR, TURN_REF
 from shared.models.runtime import TaskState, TaskStatus
 
 LOST_ACTIVITY_RETRIES = 3
 """How often an activity whose worker went silent (TIMED_OUT on its response timeout) is handed
-out again before the orchestrator is told it failed. An activity that raised is the
-orchestrator's at once: its RetryPolicy decides (Dapr's semantics)."""
+out again before the orchestrator is told it failed, unless its TaskDef says otherwise. An
+activity that raised is the orchestrator's at once: its RetryPolicy decides (Dapr's semantics)."""
 
 ACTIVITY_TASK_DEF = TaskDef(name="activity", retry_count=LOST_ACTIVITY_RETRIES, retry_delay_seconds=0)
-TURN_TASK_DEF = TaskDef(name="orchestrator", retry_count=0)
+"""An activity's policy when no TaskDef of its name is registered (one that is, is honoured:
+responseTimeoutSeconds, timeoutSeconds, its retries of a lost activity, rate limits)."""
 
 
 def code_definition(name: str, app: str) -> WorkflowDef:
@@ -64,31 +65,55 @@ class CodeRun(DecisionRun):
             return WorkflowTask(
                 name=task.task_def_name,
                 task_reference_name=ref,
-                task_definition=ACTIVITY_TASK_DEF.model_copy(update={"name": task.task_def_name}),
+                task_definition=self.activity_def(task.task_def_name),
             )
         if task.kind == ORCHESTRATOR:
+            turn_def = TaskDef(
+                name=task.task_def_name, retry_count=0, response_timeout_seconds=self.limits.turn_timeout_s
+            )
             return WorkflowTask(
-                name=task.task_def_name,
-                task_reference_name=ref,
-                type=ORCHESTRATOR,
-                task_definition=TURN_TASK_DEF,
+                name=task.task_def_name, task_reference_name=ref, type=ORCHESTRATOR, task_definition=turn_def
             )
         return WorkflowTask(name=task.task_def_name, task_reference_name=ref, type=task.kind)
+
+    def activity_def(self, name: str) -> TaskDef:
+        """The TaskDef of an activity's name as the instance took it when it first ran it
+        (registered ones are asked for, like a DYNAMIC task's), else ACTIVITY_TASK_DEF."""
+        code = self.state.code
+        assert code is not None
+        if name not in code.task_defs:
+            code.task_defs[name] = self.task_def(name)
+        registered = code.task_defs[name]
+        return registered if registered is not None else ACTIVITY_TASK_DEF.model_copy(update={"name": name})
+
+    def need_task_defs(self, names: set[str]) -> None:
+        """Ask for every TaskDef a turn's activities will need at once (one store round)."""
+        code = self.state.code
+        assert code is not None
+        missing = {name for name in names if name not in code.task_defs and name not in self.task_defs}
+        if missing:
+            raise TaskDefsNeededError(missing)
 
     def parent_of(self, ref: str) -> str | None:
         return None
 
     def fail(self, task: TaskState, status: TaskStatus, reason: str, *, may_retry: bool = True) -> None:
-        """A lost activity is handed out again (a next attempt); any other failure ends the
-        execution and is reported to the orchestrator in the next turn."""
-        if (
-            task.kind == "SIMPLE"
-            and status is TaskStatus.TIMED_OUT
-            and may_retry
-            and task.retry_count < LOST_ACTIVITY_RETRIES
-        ):
+        """A lost activity is handed out again (a next attempt, as its TaskDef allows); a lost turn
+        is taken back (its events go out in a new turn); any other failure ends the execution
+        and is reported to the orchestrator in the next turn."""
+        if task.kind == ORCHESTRATOR:
+            from shared.core.code.turns import take_back
+
             self.finish(task, status, reason)
-            task.retried = True
-            self.retry(self.node_of(task), task, self.task_def_of(task))
+            self.repairs.append(f"turn {task.task_id} lost ({reason}): its events go out again")
+            take_back(self, task)
+            self.woken = True
             return
+        if task.kind == "SIMPLE" and status is TaskStatus.TIMED_OUT and may_retry:
+            task_def = self.task_def_of(task)
+            if task.retry_count < task_def.retry_count:
+                self.finish(task, status, reason)
+                task.retried = True
+                self.retry(self.node_of(task), task, task_def)
+                return
         self.finish(task, status, reason)

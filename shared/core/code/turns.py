@@ -33,10 +33,6 @@ from shared.models.history import (
 from shared.models.messages import TaskResult
 from shared.models.runtime import CodeState, TaskState, TaskStatus, WorkflowStatus
 
-TURN_RESPONSE_TIMEOUT_S = 60
-"""What a turn's hand-out is held for by an HTTP poller (its claim): a replay is quick, and a
-runtime that died with a turn has it handed out again by the sweeper's repair."""
-
 
 def code_of(run: CodeRun) -> CodeState:
     code = run.state.code
@@ -102,7 +98,7 @@ def dispatch_turn(run: CodeRun) -> TaskState:
     state.next_seq += 1
     state.tasks[TURN_REF] = task
     run.forget_index()
-    dispatch(run, task, TURN_RESPONSE_TIMEOUT_S)
+    dispatch(run, task, run.limits.turn_timeout_s)
     return task
 
 
