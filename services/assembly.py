@@ -42,6 +42,7 @@ class Component:
 
 
 def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
+    from services.decider.faults import DeciderFaults
     from services.decider.handler import DeciderHandler
     from shared.core.decide import Limits
     from shared.core.scripting import ScriptLimits
@@ -62,8 +63,12 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
             turn_timeout_s=settings.code_turn_timeout_s,
         ),
         sandbox=sandbox,
-        freeze_marker=settings.fault_freeze_marker,
-        kill_marker=settings.fault_kill_before_command_commit,
+        faults=DeciderFaults(
+            settings.topics,
+            freeze_marker=settings.fault_freeze_marker,
+            kill_on_command=settings.fault_kill_before_command_commit,
+            kill_on_result=settings.fault_kill_before_result_commit,
+        ),
     )
     for _ in range(settings.decider_consumers):  # one handler: its cache and its jq helpers are shared
         bus.subscribe(

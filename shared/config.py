@@ -271,6 +271,13 @@ class CairnSettings(BaseSettings):
         "decision that applies a lifecycle command (pause, restart, ...) to a workflow whose id contains "
         "this text, to show that the command is not lost. Never set it in production.",
     )
+    fault_kill_before_result_commit: str | None = Field(
+        None,
+        description="Tests only: a decider kills its own process (SIGKILL) right before committing a "
+        "decision on a task result (a worker's, or a code workflow runtime's answer to a turn) for a "
+        "workflow whose id contains this text, to show that nothing of it is lost. Never set it in "
+        "production.",
+    )
     fault_kill_after_claim: str | None = Field(
         None,
         description="Tests only: the api kills its own process (SIGKILL) right after claiming a task of this "

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from services.decider.code_turns import (
     new_code_document,
     with_history,
 )
+from services.decider.faults import DeciderFaults
 from services.decider.recent import RecentDocuments
 from services.decider.snapshot import resolve_snapshot
 from shared import telemetry
@@ -123,8 +122,7 @@ class DeciderHandler:
         *,
         limits: Limits | None = None,
         sandbox: Sandbox | None = None,
-        freeze_marker: str | None = None,
-        kill_marker: str | None = None,
+        faults: DeciderFaults | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -134,40 +132,7 @@ class DeciderHandler:
         self.sandbox = sandbox
         self.recent = RecentDocuments()
         self._background: set[asyncio.Task[None]] = set()
-        self._freeze_marker = freeze_marker
-        """Test hook (CAIRN_FAULT_FREEZE_MARKER): see `_freeze_if_asked`."""
-        self._kill_marker = kill_marker
-        """Test hook (CAIRN_FAULT_KILL_BEFORE_COMMAND_COMMIT): see `_kill_if_asked`."""
-
-    def _kill_if_asked(self, groups: dict[str, list[_Item]], committing: list[str]) -> None:
-        """Test hook: die as `kill -9` would, between reading a workflow and committing a decision
-        that applies a lifecycle command to it (its id holds the marker): the command must come
-        back from the bus and be applied once, by the next decider."""
-        marker = self._kill_marker
-        if not marker:
-            return
-        for workflow_id in committing:
-            if marker in workflow_id and any(
-                item.received.topic == self.topics.workflow_command for item in groups[workflow_id]
-            ):
-                log.error("test hook: SIGKILL before the commit of a command on %s", workflow_id)
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    def _freeze_if_asked(self, groups: dict[str, list[_Item]], committing: list[str]) -> None:
-        """Test hook: the first time this process is about to commit a decision on a signal for a
-        workflow whose id holds the marker, it stops itself with SIGSTOP (a real freeze: a GC
-        pause, a VM migration), between reading the workflow and committing. SIGCONT resumes it."""
-        marker = self._freeze_marker
-        if not marker:
-            return
-        for workflow_id in committing:
-            if marker in workflow_id and any(
-                item.received.topic == self.topics.workflow_signal for item in groups[workflow_id]
-            ):
-                self._freeze_marker = None
-                log.warning("test hook: freezing before the commit of %s", workflow_id)
-                os.kill(os.getpid(), signal.SIGSTOP)
-                return
+        self.faults = faults or DeciderFaults(topics)
 
     async def aclose(self) -> None:
         """Wait for background bookkeeping (outbox markers) to finish."""
@@ -258,8 +223,9 @@ class DeciderHandler:
             dead.extend(plan.dead)
             _report(plan)
         commits = [plan for plan in plans if plan.commit is not None]
-        self._freeze_if_asked(groups, [plan.workflow_id for plan in commits])
-        self._kill_if_asked(groups, [plan.workflow_id for plan in commits])
+        self.faults.before_commit(
+            {plan.workflow_id: {item.received.topic for item in groups[plan.workflow_id]} for plan in commits}
+        )
         with tracer.start_as_current_span(
             "cairn.commit",
             attributes={
