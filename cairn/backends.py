@@ -73,6 +73,10 @@ class Backend(Protocol):
         ...
 
     async def task_definitions(self) -> list[dict[str, Any]]: ...
+    async def history(self, workflow_id: str) -> dict[str, Any] | None:
+        """A code workflow's history (None: no such workflow); a JSON workflow's is an error."""
+        ...
+
     async def dead_letters(self, limit: int) -> list[dict[str, Any]]: ...
     async def dead_letter(self, letter_id: str) -> dict[str, Any] | None: ...
     async def replay(self, letter_id: str) -> dict[str, Any]: ...
@@ -198,6 +202,13 @@ class HttpBackend:
         response = await self._call("DELETE", f"/api/workflow/{workflow_id}/remove")
         if response.status_code == 404:
             raise BackendError(f"workflow {workflow_id!r} not found", NOT_FOUND_HINT)
+
+    async def history(self, workflow_id: str) -> dict[str, Any] | None:
+        response = await self._call("GET", f"/api/workflow/{workflow_id}/history")
+        if response.status_code == 404:
+            return None
+        body: dict[str, Any] = response.json()
+        return body
 
     async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None:
         response = await self._call(
@@ -336,6 +347,18 @@ class DirectBackend:
                 "terminate it first: `cairn terminate`",
             )
         await self._store.remove_workflow(workflow_id)
+
+    async def history(self, workflow_id: str) -> dict[str, Any] | None:
+        from services.api.code_workflows import history_json
+
+        document = await self._store.load_workflow(workflow_id)
+        if document is None:
+            return None
+        if document.state.code is None:
+            raise BackendError(
+                f"workflow {workflow_id!r} is a JSON workflow: it has task records, not a history"
+            )
+        return await history_json(self._store, document)
 
     async def workflow(self, workflow_id: str, include_tasks: bool = True) -> dict[str, Any] | None:
         from services.api.conductor import workflow_json

@@ -29,6 +29,7 @@ from cairn.cli_common import (
     with_backend,
 )
 from cairn.cli_deadletters import deadletter_app
+from cairn.cli_history import history_app
 from cairn.keys_cli import keys_app
 from cairn.tree import is_nested, line, task_tree
 from shared.config import CairnSettings
@@ -43,6 +44,7 @@ def_app = typer.Typer(help="Manage workflow and task definitions.", no_args_is_h
 app.add_typer(def_app, name="def")
 app.add_typer(deadletter_app, name="deadletter")
 app.add_typer(keys_app, name="keys")
+app.add_typer(history_app, name="history")
 
 
 def _show_version(value: bool) -> None:

@@ -25,7 +25,7 @@ from shared.models.documents import WorkflowDocument
 from shared.models.limits import DefinitionName
 from shared.models.messages import DecideRequest, RaiseEvent, StartWorkflow
 from shared.models.runtime import CamelModel, WorkflowStatus
-from shared.ports.store import stitch_history
+from shared.ports.store import Store, stitch_history
 
 router = APIRouter(prefix="/api/workflow", tags=["code workflows"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -102,11 +102,17 @@ async def raise_event(
 async def history(ctx: Ctx, workflow_id: str) -> dict[str, Any]:
     """The instance's history in its current generation, in durabletask's event names."""
     document = await _code_document(ctx, workflow_id)
+    return await history_json(ctx.store, document)
+
+
+async def history_json(store: Store, document: WorkflowDocument) -> dict[str, Any]:
+    """A code workflow's current generation as exported (`cairn history export`): its events
+    in order, and those that wait for the next turn (`pending`)."""
     code = document.state.code
     assert code is not None
-    chunks = await ctx.store.load_history(workflow_id, document.state.epoch)
+    chunks = await store.load_history(document.workflow_id, document.state.epoch)
     return {
-        "instanceId": workflow_id,
+        "instanceId": document.workflow_id,
         "name": document.state.workflow_name,
         "status": document.state.status.value,
         "generation": document.state.epoch,

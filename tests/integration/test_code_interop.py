@@ -3,18 +3,37 @@ workflow calls a JSON one as its child, on `cairn dev` with a real runtime polli
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 import cairn.workflow as wf
+from cairn.workflow.testing import replay
 from tests.devserver import DevServer
 
 pytestmark = pytest.mark.integration
+
+
+def square(ctx: wf.WorkflowActivityContext, x: int) -> int:
+    return x * x
+
+
+def sum_of_squares(ctx: wf.DaprWorkflowContext, n: int) -> Any:
+    values = yield wf.when_all([ctx.call_activity(square, input=i) for i in range(n)])
+    return sum(values)
+
+
+def calls_json(ctx: wf.DaprWorkflowContext, pair: dict[str, int]) -> Any:
+    child = yield ctx.call_child_workflow("json_adder", input=pair)
+    return {"fromJson": child}
 
 
 @pytest.fixture(scope="module")
@@ -23,21 +42,9 @@ def runtime(dev_server: DevServer) -> Iterator[wf.WorkflowRuntime]:
     monkey.setenv("CAIRN_SERVER", dev_server.url)
     monkey.setenv("CAIRN_APP", f"interop-{uuid.uuid4().hex[:6]}")
     wfr = wf.WorkflowRuntime()
-
-    @wfr.activity
-    def square(ctx: wf.WorkflowActivityContext, x: int) -> int:
-        return x * x
-
-    @wfr.workflow(name="sum_of_squares")
-    def sum_of_squares(ctx: wf.DaprWorkflowContext, n: int) -> Any:
-        values = yield wf.when_all([ctx.call_activity(square, input=i) for i in range(n)])
-        return sum(values)
-
-    @wfr.workflow(name="calls_json")
-    def calls_json(ctx: wf.DaprWorkflowContext, pair: dict[str, int]) -> Any:
-        child = yield ctx.call_child_workflow("json_adder", input=pair)
-        return {"fromJson": child}
-
+    wfr.register_activity(square)
+    wfr.register_workflow(sum_of_squares)
+    wfr.register_workflow(calls_json)
     wfr.start()
     yield wfr
     wfr.shutdown()
@@ -112,3 +119,31 @@ def test_a_code_workflow_runs_a_json_workflow_as_its_child(
     assert state.serialized_output == '{"fromJson": {"sum": 5}}'
     child = httpx.get(f"{dev_server.url}/api/workflow/{instance}:0001").json()
     assert "kind" not in child and child["input"] == {"a": 2, "b": 3} and child["status"] == "COMPLETED"
+
+
+def test_a_history_exported_by_the_cli_replays_the_code_and_catches_a_drift(
+    dev_server: DevServer, runtime: wf.WorkflowRuntime, tmp_path: Path
+) -> None:
+    client = wf.DaprWorkflowClient()
+    instance = client.schedule_new_workflow(sum_of_squares, input=3)
+    state = client.wait_for_workflow_completion(instance, timeout_in_seconds=30)
+    assert state is not None and state.serialized_output == "5"
+    exported = tmp_path / "history.json"
+    cli = [sys.executable, "-m", "cairn", "history"]
+    run = subprocess.run(
+        [*cli, "export", instance, "--server", dev_server.url, "-o", str(exported)], timeout=60
+    )
+    assert run.returncode == 0
+    shown = subprocess.run(
+        [*cli, "show", instance, "--server", dev_server.url], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0 and "TaskScheduled" in shown.stdout and "ExecutionCompleted" in shown.stdout
+    history = json.loads(exported.read_text())
+    assert replay(sum_of_squares, history) == []
+
+    def drifted(ctx: wf.DaprWorkflowContext, n: int) -> Any:
+        values = yield wf.when_all([ctx.call_activity("cube", input=i) for i in range(n)])
+        return sum(values)
+
+    with pytest.raises(wf.NonDeterminismError, match="name='square'"):
+        replay(drifted, history)
