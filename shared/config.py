@@ -244,6 +244,12 @@ class CairnSettings(BaseSettings):
         None, description="URL of a Cairn api (http://127.0.0.1:8080); the CLI and workers then use HTTP."
     )
     worker_concurrency: int = Field(10, description="Tasks a worker process runs at once.")
+    workflow_strict: bool = Field(
+        False,
+        description="Development and tests: a code workflow's runtime stalls an instance whose orchestrator "
+        "reads the wall clock or random numbers itself (its replays would differ), naming the call and where "
+        "it was made. It watches orchestrator code only, at some cost per turn.",
+    )
     app: str = Field(
         "default",
         pattern=r"^[A-Za-z0-9._-]{1,100}$",

@@ -11,6 +11,7 @@ import inspect
 import json
 import logging
 import typing
+import uuid
 import warnings
 from collections import deque
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,16 @@ if TYPE_CHECKING:
     from cairn.workflow._replay import Replay
 
 log = logging.getLogger("cairn.workflow")
+GUID_NAMESPACE = uuid.UUID("9e952958-5e33-4daf-827f-2fa12937b875")
+
+
+class _ReplaySafe(logging.LoggerAdapter[logging.Logger]):
+    def __init__(self, logger: logging.Logger, replay: Any) -> None:
+        super().__init__(logger, {})
+        self._replay = replay
+
+    def isEnabledFor(self, level: int) -> bool:
+        return not self._replay.is_replaying and super().isEnabledFor(level)
 
 
 def name_of(target: Any) -> str:
@@ -78,6 +89,21 @@ class DaprWorkflowContext:
     @property
     def is_replaying(self) -> bool:
         return self._replay.is_replaying
+
+    def new_guid(self) -> str:
+        """A UUID the same on every replay: derived from the instance, the turn's time and how
+        many this run has asked for (durabletask's deterministic UUIDv5)."""
+        replay = self._replay
+        replay.guids += 1
+        name = f"{replay.instance_id}_{replay.now.isoformat()}_{replay.guids}"
+        return str(uuid.uuid5(GUID_NAMESPACE, name))
+
+    uuid4 = new_guid
+
+    @property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger that says nothing while the function replays (Cairn): each line once."""
+        return _ReplaySafe(log, self._replay)
 
     def set_custom_status(self, custom_status: str) -> None:
         if not isinstance(custom_status, str):

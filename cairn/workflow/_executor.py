@@ -9,8 +9,10 @@ recorded and what the code asked for; a corrected runtime takes it up with the n
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any
 
+from cairn.workflow._guard import watching
 from cairn.workflow._registry import OrchestratorNotRegisteredError, Registry, VersionNotRegisteredError
 from cairn.workflow._replay import Replay, failure_of
 from cairn.workflow._tasks import NonDeterminismError, WorkflowStateError
@@ -26,22 +28,32 @@ from shared.models.history import (
 log = logging.getLogger("cairn.workflow")
 
 
-def execute_turn(registry: Registry, item: dict[str, Any]) -> dict[str, Any]:
+def execute_turn(registry: Registry, item: dict[str, Any], *, strict: bool = False) -> dict[str, Any]:
     """The answer (a TurnResponse as JSON) to one work item (a WorkItem as JSON)."""
     work = WorkItem.model_validate(item)
-    response = replay_turn(registry, work)
+    response = replay_turn(registry, work, strict=strict)
     return response.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def replay_turn(registry: Registry, work: WorkItem) -> TurnResponse:
+def replay_turn(registry: Registry, work: WorkItem, *, strict: bool = False) -> TurnResponse:
+    """With `strict`, an orchestrator that reads the clock or random numbers itself stalls
+    (cairn/workflow/_guard.py)."""
     replay = Replay(registry, work.instance_id)
     stall: Stall | None = None
+    violations: list[str] = []
     try:
-        for event in work.past_events:
-            replay.process(event)
-        replay.is_replaying = False
-        for event in work.new_events:
-            replay.process(event)
+        with watching(violations) if strict else nullcontext():
+            for event in work.past_events:
+                replay.process(event)
+            replay.is_replaying = False
+            for event in work.new_events:
+                replay.process(event)
+        if violations:
+            more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+            raise NonDeterminismError(
+                f"instance {work.instance_id!r}: the orchestrator read {violations[0]}{more}; replays of it "
+                "would differ: use ctx.current_utc_datetime and ctx.new_guid() instead"
+            )
     except NonDeterminismError as error:
         stall = Stall(reason="NONDETERMINISM", description=str(error))
     except VersionNotRegisteredError as error:

@@ -108,6 +108,7 @@ class Replay:
         self.decided_patches: dict[str, bool] = {}
         self.encountered_patches: list[str] = []
         self.custom_status: Any = None
+        self.guids = 0
         self.completion: CompleteOrchestration | None = None
         self._body: Generator[Any, Any, Any] | Coroutine[Any, Any, Any] | None = None
         self._waiting_on: Task | None = None

@@ -195,7 +195,10 @@ class WorkflowRuntime:
 
     def _specs(self) -> list[WorkerSpec]:
         registry = self._registry
-        turns = WorkerSpec(turn_task_type(self._app), lambda item: execute_turn(registry, item))
+        strict = CairnSettings().workflow_strict
+        turns = WorkerSpec(
+            turn_task_type(self._app), lambda item: execute_turn(registry, item, strict=strict)
+        )
         return [turns, *(activity_spec(name, fn) for name, fn in sorted(registry.activities.items()))]
 
     def _serve(self, ready: threading.Event) -> None:

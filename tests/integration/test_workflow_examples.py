@@ -1,6 +1,7 @@
 """Dapr's Python workflow examples (examples/workflow/, our versions of dapr/python-sdk's
 examples/workflow with `import cairn.workflow as wf`), each run as a program against `cairn dev`,
-printing the lines Dapr's README for it expects (docs/research/dapr-workflow.md §4)."""
+printing the lines Dapr's README for it expects (docs/research/dapr-workflow.md §4). Each runs
+in strict mode: an orchestrator that read the clock or random numbers itself would stall."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def run_example(
             **os.environ,
             "CAIRN_SERVER": server.url,
             "CAIRN_APP": app or f"ex-{uuid.uuid4().hex[:8]}",
+            "CAIRN_WORKFLOW_STRICT": "true",  # every example orchestrator runs under the determinism guard
             **env,
         },
         input=stdin,

@@ -18,8 +18,17 @@ from tests.unit.code_harness import CodeHarness
 
 
 class Driver:
-    def __init__(self, registry: Registry, name: str, input_: Any = None, wf_id: str = "code-1") -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        name: str,
+        input_: Any = None,
+        wf_id: str = "code-1",
+        *,
+        strict: bool = False,
+    ) -> None:
         self.registry = registry
+        self.strict = strict
         self.h = CodeHarness(name=name, input_=encode(input_), wf_id=wf_id)
         self.activity_calls: list[tuple[str, Any]] = []
         self.responses: list[dict[str, Any]] = []
@@ -31,7 +40,7 @@ class Driver:
                 return
             turn = self.h.state.tasks.get("orchestrator")
             if turn is not None and not turn.status.is_terminal:
-                response = execute_turn(self.registry, self.h.turn())
+                response = execute_turn(self.registry, self.h.turn(), strict=self.strict)
                 self.responses.append(response)
                 self.h.send(self.h.result(turn, TaskStatus.COMPLETED, response))
                 continue
