@@ -59,7 +59,7 @@ def replay_turn(registry: Registry, work: WorkItem, *, strict: bool = False) -> 
     except VersionNotRegisteredError as error:
         stall = Stall(reason="VERSION_NOT_AVAILABLE", description=str(error))
     except OrchestratorNotRegisteredError as error:
-        if work.past_events:  # it ran elsewhere: this runtime lacks its code; keep it (Cairn)
+        if work.past_events or work.stalled:  # it ran, or waits for code: keep it (Cairn)
             stall = Stall(reason="WORKFLOW_NOT_REGISTERED", description=f"{error} (in this runtime)")
         else:  # a new instance of a name nobody registered fails, as in Dapr
             replay.completion = CompleteOrchestration(

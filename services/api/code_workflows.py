@@ -24,7 +24,7 @@ from shared.messaging import outgoing
 from shared.models.documents import WorkflowDocument
 from shared.models.limits import DefinitionName
 from shared.models.messages import DecideRequest, RaiseEvent, StartWorkflow
-from shared.models.runtime import CamelModel, WorkflowStatus
+from shared.models.runtime import CamelModel, TaskStatus, WorkflowStatus
 from shared.ports.store import Store, stitch_history
 
 router = APIRouter(prefix="/api/workflow", tags=["code workflows"])
@@ -96,6 +96,24 @@ async def raise_event(
     message = RaiseEvent(id=f"event:{uuid.uuid4()}", workflow_id=workflow_id, name=name, input=payload)
     await ctx.bus.publish([outgoing(ctx.topics.workflow_signal, message, workflow_id, telemetry.inject())])
     return Response(status_code=202)
+
+
+async def raise_signal_as_event(
+    ctx: ApiContext, document: WorkflowDocument, name: str, status: TaskStatus, body: dict[str, Any] | None
+) -> str:
+    """Conductor's task update by reference (`cairn signal`) on a code workflow: the external
+    event `name` with the body as its data. Answers the event's id."""
+    if status is not TaskStatus.COMPLETED:
+        raise ApiError(400, f"status: a code workflow takes events, not {status.value}: signal COMPLETED")
+    if document.state.status.is_terminal:
+        raise ApiError(
+            409, f"workflow {document.workflow_id!r} already finished ({document.state.status.value})"
+        )
+    message = RaiseEvent(id=f"event:{uuid.uuid4()}", workflow_id=document.workflow_id, name=name, input=body)
+    await ctx.bus.publish(
+        [outgoing(ctx.topics.workflow_signal, message, document.workflow_id, telemetry.inject())]
+    )
+    return message.id
 
 
 @router.get("/{workflow_id}/history")

@@ -13,6 +13,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import Field, field_validator
 
 from services.api.auth import Caller, ensure_may_work_on
+from services.api.code_workflows import raise_signal_as_event
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
 from services.api.handout import HandOut, HandOutResponse
@@ -220,6 +221,8 @@ async def update_task_by_ref(
     document = await ctx.store.load_workflow(workflow_id) if is_workflow_id(workflow_id) else None
     if document is None:
         raise ApiError(404, f"no workflow with id {workflow_id!r}")
+    if document.state.code is not None:  # a code workflow takes it as an external event of that name
+        return await raise_signal_as_event(ctx, document, task_ref_name, status, body)
     task = document.state.tasks.get(node_ref(task_ref_name))
     if task is not None and task_ref_name != task.reference_task_name and "__" in task_ref_name:
         task = None  # another iteration of a loop body task

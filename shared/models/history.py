@@ -265,6 +265,7 @@ class WorkItem(_Model):
     turn: int
     generation: int = 0
     history_length: int = Field(default=0, description="How many events `pastEvents` holds.")
+    stalled: bool = Field(default=False, description="The instance is STALLED: this turn tries again.")
     past_events: list[HistoryEvent] = Field(default_factory=list)
     new_events: list[HistoryEvent] = Field(default_factory=list)
 

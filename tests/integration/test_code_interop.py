@@ -36,6 +36,11 @@ def calls_json(ctx: wf.DaprWorkflowContext, pair: dict[str, int]) -> Any:
     return {"fromJson": child}
 
 
+def waiter(ctx: wf.DaprWorkflowContext, _: Any) -> Any:
+    got = yield ctx.wait_for_external_event("approve")
+    return got
+
+
 @pytest.fixture(scope="module")
 def runtime(dev_server: DevServer) -> Iterator[wf.WorkflowRuntime]:
     monkey = pytest.MonkeyPatch()
@@ -45,6 +50,7 @@ def runtime(dev_server: DevServer) -> Iterator[wf.WorkflowRuntime]:
     wfr.register_activity(square)
     wfr.register_workflow(sum_of_squares)
     wfr.register_workflow(calls_json)
+    wfr.register_workflow(waiter)
     wfr.start()
     yield wfr
     wfr.shutdown()
@@ -147,3 +153,35 @@ def test_a_history_exported_by_the_cli_replays_the_code_and_catches_a_drift(
 
     with pytest.raises(wf.NonDeterminismError, match="name='square'"):
         replay(drifted, history)
+
+
+def test_the_cli_operates_code_workflows_like_json_ones(
+    dev_server: DevServer, runtime: wf.WorkflowRuntime
+) -> None:
+    def cairn(*args: str) -> Any:
+        run = subprocess.run(
+            [sys.executable, "-m", "cairn", *args, "--server", dev_server.url, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        return json.loads(run.stdout) if run.stdout.strip() else None
+
+    client = wf.DaprWorkflowClient()
+    first = client.schedule_new_workflow(waiter, instance_id=f"cli-{uuid.uuid4().hex[:6]}")
+    second = client.schedule_new_workflow(waiter, instance_id=f"cli-{uuid.uuid4().hex[:6]}")
+    assert cairn("pause", first)["status"] == "PAUSED"
+    assert client.get_workflow_state(first).runtime_status is wf.WorkflowStatus.SUSPENDED  # type: ignore[union-attr]
+    assert cairn("resume", first)["status"] == "RUNNING"
+    cairn("signal", first, "approve", "--data", '{"by": "ann"}')  # a code workflow's external event
+    state = client.wait_for_workflow_completion(first, timeout_in_seconds=30)
+    assert state is not None and state.serialized_output == '{"by": "ann"}'
+    assert cairn("status", first)["output"] == {"result": {"by": "ann"}}
+    listed = {w["workflowId"]: w for w in cairn("ls", "--query", "workflowType = waiter")}
+    assert listed[first]["status"] == "COMPLETED" and listed[second]["status"] == "RUNNING"
+    cairn("terminate", second, "--reason", "no longer needed")
+    ended = client.wait_for_workflow_completion(second, timeout_in_seconds=30)
+    assert ended is not None and ended.runtime_status is wf.WorkflowStatus.TERMINATED
+    cairn("remove", first)
+    assert client.get_workflow_state(first) is None

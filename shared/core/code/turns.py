@@ -78,6 +78,7 @@ def dispatch_turn(run: CodeRun) -> TaskState:
         turn=code.turns,
         generation=state.epoch,
         history_length=code.history_length,
+        stalled=state.status is WorkflowStatus.STALLED,
     ).to_json_dict()
     item["newEvents"] = new_events
     task = TaskState(
