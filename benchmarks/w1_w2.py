@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -308,10 +308,12 @@ def running_server_pids(bootstrap: str) -> dict[str, int]:
 
 
 @asynccontextmanager
-async def kafka_driver(*definitions: dict[str, Any]) -> AsyncIterator[KafkaDriver]:
+async def kafka_driver(
+    *definitions: dict[str, Any], before_start: Callable[[Cluster], None] | None = None
+) -> AsyncIterator[KafkaDriver]:
     """The services and a worker as processes on Kafka + FerretDB (the environment's servers, or
     ones started here), with `definitions` registered beside the benchmark's own; the run's
-    database is dropped afterwards."""
+    database is dropped afterwards. `before_start` may add processes to the cluster."""
     run_dir = Path(tempfile.mkdtemp(prefix="cairn-bench-kafka."))
     os.environ.pop("CAIRN_SERVER", None)  # else `cairn worker` would poll HTTP instead of Kafka
     if os.environ.get("CAIRN_KAFKA_BOOTSTRAP") and os.environ.get("CAIRN_MONGO_URL"):
@@ -338,6 +340,8 @@ async def kafka_driver(*definitions: dict[str, Any]) -> AsyncIterator[KafkaDrive
         listener.subscribe(
             [cluster.topics.workflow_events], f"bench-{uuid.uuid4().hex[:6]}", completions.handle
         )
+        if before_start is not None:
+            before_start(cluster)
         try:
             await cluster.start()
             await cluster.register(TASK_DEF, *(definition(k) for k in (1, 3, 10)), *definitions)

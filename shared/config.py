@@ -250,6 +250,12 @@ class CairnSettings(BaseSettings):
         "reads the wall clock or random numbers itself (its replays would differ), naming the call and where "
         "it was made. It watches orchestrator code only, at some cost per turn.",
     )
+    workflow_transport: Literal["auto", "http", "kafka"] = Field(
+        "auto",
+        description="How a cairn.workflow runtime takes its turns and activities: long-polled from the "
+        "api (CAIRN_SERVER), or consumed from Kafka like a Kafka worker; `auto` is Kafka when "
+        "CAIRN_KAFKA_BOOTSTRAP is set, else HTTP.",
+    )
     app: str = Field(
         "default",
         pattern=r"^[A-Za-z0-9._-]{1,100}$",

@@ -1,10 +1,12 @@
 """WorkflowRuntime: hosts an app's orchestrators and activities, as Dapr's does.
 
-`start()` runs, on a thread of its own, Cairn HTTP workers (cairn/http_worker.py): one for the
-app's orchestrator turns (task type `orchestrations.<app>`: replay and answer) and one per
-activity (task type = the activity's name), so activities get Cairn's at-least-once delivery,
-heartbeats and response timeouts like any worker task. It then tells the engine a runtime of
-the app is there, which gives STALLED instances another turn with this code.
+`start()` runs, on a thread of its own, Cairn workers: one for the app's orchestrator turns (task
+type `orchestrations.<app>`: replay and answer) and one per activity (task type = the activity's
+name), so activities get Cairn's at-least-once delivery, heartbeats and response timeouts like
+any worker task. They long-poll the api (cairn/http_worker.py), or consume from Kafka like a
+Kafka worker when CAIRN_KAFKA_BOOTSTRAP is set (CAIRN_WORKFLOW_TRANSPORT). It then tells the api
+which workflows the app hosts (registered as code definitions) and that a runtime of the app is
+there, which gives STALLED instances another turn with this code.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import threading
 import traceback
 from collections.abc import Callable
@@ -120,6 +123,7 @@ class WorkflowRuntime:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._kafka = False
 
     # ---- registration ------------------------------------------------------------------------
 
@@ -159,16 +163,26 @@ class WorkflowRuntime:
     # ---- running -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start polling for this app's turns and activities; returns once the api answers."""
+        """Start taking this app's turns and activities (from the api, or from Kafka: see
+        CAIRN_WORKFLOW_TRANSPORT); returns once the api answers, or Kafka does."""
         if self._thread is not None:
             return
-        self._wait_for_server()
+        settings = CairnSettings()
+        self._kafka = settings.workflow_transport == "kafka" or (
+            settings.workflow_transport == "auto" and "CAIRN_KAFKA_BOOTSTRAP" in os.environ
+        )
+        announce = not self._kafka or settings.server is not None
+        if announce:
+            self._wait_for_server()
         ready = threading.Event()
         self._thread = threading.Thread(
             target=self._serve, args=(ready,), name="cairn-workflow-runtime", daemon=True
         )
         self._thread.start()
         ready.wait()
+        if not announce:
+            log.info("no CAIRN_SERVER: stalled instances of %s try again on their next event", self._app)
+            return
         names = sorted({*self._registry.workflows, *self._registry.versioned})
         with http_client(self._server) as client:  # register the names; STALLED ones try again
             response = client.post(f"/api/workflow/code/{self._app}/runtimes", json={"workflows": names})
@@ -206,6 +220,14 @@ class WorkflowRuntime:
         self._loop = loop
         asyncio.set_event_loop(loop)
         self._stop = asyncio.Event()
+        loop.call_soon(ready.set)
+        try:
+            loop.run_until_complete(self._run_kafka() if self._kafka else self._run_http())
+        finally:
+            loop.close()
+
+    async def _run_http(self) -> None:
+        assert self._stop is not None
         runner = HttpWorkerRunner(
             self._server,
             self._specs(),
@@ -213,11 +235,20 @@ class WorkflowRuntime:
             long_poll_ms=LONG_POLL_MS,
             api_key=ApiKey.from_settings(CairnSettings()),
         )
-        loop.call_soon(ready.set)
-        try:
-            loop.run_until_complete(runner.run(self._stop))
-        finally:
-            loop.close()
+        await runner.run(self._stop)
+
+    async def _run_kafka(self) -> None:
+        """Turns and activities consumed from Kafka (`orchestrations.<app>`, `tasks.<activity>`),
+        results published to `task.result`, as a Kafka worker does."""
+        from cairn.worker import WorkerRunner
+        from services.common import reachable_kafka_bus
+        from shared.guard import GuardedBus
+
+        assert self._stop is not None
+        settings = CairnSettings()
+        kafka = await reachable_kafka_bus(settings, f"cairn-workflow-{self._app}", self._stop)
+        bus = GuardedBus(kafka, settings.topics.dead_letter, settings.fault_poison_marker)
+        await WorkerRunner(bus, settings.topics, self._specs(), self._concurrency).run(self._stop)
 
     def shutdown(self) -> None:
         """Stop polling; what runs finishes and is reported."""

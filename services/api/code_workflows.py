@@ -128,7 +128,7 @@ async def history_json(store: Store, document: WorkflowDocument) -> dict[str, An
     in order, and those that wait for the next turn (`pending`)."""
     code = document.state.code
     assert code is not None
-    chunks = await store.load_history(document.workflow_id, document.state.epoch)
+    chunks = await store.load_history(document.workflow_id, document.state.epoch, code.chunk_starts)
     return {
         "instanceId": document.workflow_id,
         "name": document.state.workflow_name,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from services.decider.recent_histories import RecentHistories
 from shared.core import new_workflow_state
 from shared.core.code.engine import CODE
 from shared.core.code.run import code_definition, is_code_definition
@@ -27,22 +28,40 @@ def is_turn(message: OutboxMessage) -> bool:
     return isinstance(message, TaskMessage) and message.task_type.startswith(ORCHESTRATIONS)
 
 
-async def with_history(store: Store, messages: Sequence[OutboxMessage]) -> list[OutboxMessage]:
-    """`messages` with each turn's `pastEvents` filled in from the store."""
+async def with_history(
+    store: Store, document: WorkflowDocument, recent: RecentHistories | None = None
+) -> list[OutboxMessage]:
+    """The document's outbox with each turn's `pastEvents` filled in from the store (the chunks
+    are read by id: the document says where each starts)."""
+    messages = document.outbox
     turns = [m for m in messages if is_turn(m)]
     if not turns:
         return list(messages)
-    histories = await asyncio.gather(*(_past_events(store, turn) for turn in turns))  # type: ignore[arg-type]
+    code = document.state.code
+    starts = code.chunk_starts if code is not None else []
+    # A turn of an earlier generation (continue_as_new since) is superseded: sent as it is, its
+    # answer is refused.
+    turns = [t for t in turns if int(t.input_data.get("generation", 0)) == document.state.epoch]  # type: ignore[union-attr]
+    histories = await asyncio.gather(*(_past_events(store, turn, starts, recent) for turn in turns))  # type: ignore[arg-type]
     filled = {id(turn): full for turn, full in zip(turns, histories, strict=True)}
     return [filled.get(id(m), m) for m in messages]
 
 
-async def _past_events(store: Store, turn: TaskMessage) -> TaskMessage:
+async def _past_events(
+    store: Store, turn: TaskMessage, starts: Sequence[int], recent: RecentHistories | None
+) -> TaskMessage:
     item = turn.input_data
     length = int(item.get("historyLength", 0))
+    generation = int(item.get("generation", 0))
+    past = (
+        recent.get(turn.workflow_instance_id, generation, length) if recent is not None and length else None
+    )
+    if past is not None:
+        return turn.model_copy(update={"input_data": {**item, "pastEvents": past}})
     past = []
     if length:
-        chunks = await store.load_history(turn.workflow_instance_id, int(item.get("generation", 0)))
+        firsts = [first for first in starts if first < length]
+        chunks = await store.load_history(turn.workflow_instance_id, int(item.get("generation", 0)), firsts)
         past = stitch_history(chunks, length)
         if len(past) < length:  # never expected: the commit that made the turn wrote them
             raise RuntimeError(

@@ -25,6 +25,7 @@ from services.decider.code_turns import (
 )
 from services.decider.faults import DeciderFaults
 from services.decider.recent import RecentDocuments
+from services.decider.recent_histories import RecentHistories
 from services.decider.snapshot import resolve_snapshot
 from shared import telemetry
 from shared.core import new_workflow_state
@@ -131,6 +132,7 @@ class DeciderHandler:
         self.limits = limits or Limits()
         self.sandbox = sandbox
         self.recent = RecentDocuments()
+        self.histories = RecentHistories()
         self._background: set[asyncio.Task[None]] = set()
         self.faults = faults or DeciderFaults(topics)
 
@@ -244,6 +246,8 @@ class DeciderHandler:
         for plan, ok in zip(commits, won, strict=True):
             if ok:
                 plan.publish = plan.commit.document  # type: ignore[union-attr]
+                for chunk in plan.commit.history:  # type: ignore[union-attr]
+                    self.histories.committed(chunk.workflow_id, chunk.generation, chunk.first, chunk.events)
             else:
                 self.recent.drop(plan.workflow_id)
         await self._publish([plan for plan in plans if plan.publish is not None and plan.publish.outbox])
@@ -484,15 +488,22 @@ class DeciderHandler:
         if not plans:
             return
         messages: list[Outgoing] = []
+        documents = [plan.publish for plan in plans if plan.publish is not None]
+        # Code workflows' turns carry their histories, read from the store: all at once
+        code = [d for d in documents if d.kind == CODE]
+        outboxes = dict(
+            zip(
+                (id(d) for d in code),
+                await asyncio.gather(*(with_history(self.store, d, self.histories) for d in code)),
+                strict=True,
+            )
+        )
         for plan in plans:
             document = plan.publish
             assert document is not None
-            outbox = (
-                await with_history(self.store, document.outbox) if document.kind == CODE else document.outbox
-            )
             messages.extend(
                 outgoing(self.topics.for_outbox(message), message, _key(message, document), plan.headers)
-                for message in outbox
+                for message in outboxes.get(id(document), document.outbox)
             )
         with tracer.start_as_current_span(
             "cairn.publish",

@@ -58,7 +58,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import WorkflowDocument
 from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, WorkflowStatus
-from shared.ports.store import HistoryChunk, WorkflowHeads, decode_heads, heads_of
+from shared.ports.store import HistoryChunk, WorkflowHeads, chunk_id, decode_heads, heads_of
 from shared.search import SearchRequest
 
 COMMIT_RECORD_RETENTION_MS = 10 * 60 * 1000
@@ -362,11 +362,17 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
 
     # ---- code workflows' histories ----
 
-    async def load_history(self, workflow_id: str, generation: int) -> list[HistoryChunk]:
-        cursor = self._history.find(
-            {"workflowId": workflow_id, "generation": generation}, sort=[("first", ASCENDING)]
-        )
-        return [history_from_mongo(data) async for data in cursor]
+    async def load_history(
+        self, workflow_id: str, generation: int, firsts: Sequence[int]
+    ) -> list[HistoryChunk]:
+        """By `_id` only: FerretDB scans the collection for any other filter."""
+        if not firsts:
+            return []
+        wanted = [chunk_id(workflow_id, generation, first) for first in firsts]
+        # One lookup per chunk, concurrently: measured on FerretDB 1.24, `{_id: {$in: [...]}}`
+        # scans the collection, so it slowed with every history written.
+        found = await asyncio.gather(*(self._history.find_one({"_id": one}) for one in wanted))
+        return [history_from_mongo(data) for data in found if data is not None]
 
     # ---- task records ----
 

@@ -58,7 +58,7 @@ from shared.models.definitions import TaskDef, WorkflowDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.events import EventHandler
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
-from shared.ports.store import Commit, ExecutionHead, HistoryChunk, WorkflowHeads, decode_heads
+from shared.ports.store import Commit, ExecutionHead, HistoryChunk, WorkflowHeads, chunk_id, decode_heads
 from shared.search import SearchRequest
 
 T = TypeVar("T")
@@ -422,12 +422,14 @@ class SqliteStore:
 
     # ---- code workflows' histories ----
 
-    async def load_history(self, workflow_id: str, generation: int) -> list[HistoryChunk]:
+    async def load_history(
+        self, workflow_id: str, generation: int, firsts: Sequence[int]
+    ) -> list[HistoryChunk]:
+        wanted = ids_param(chunk_id(workflow_id, generation, first) for first in firsts)
         rows = await self._run(
             lambda c: c.execute(
-                "SELECT first, body FROM store_history"
-                " WHERE workflow_id = ? AND generation = ? ORDER BY first",
-                (workflow_id, generation),
+                "SELECT first, body FROM store_history WHERE id IN (SELECT value FROM json_each(?))",
+                (wanted,),
             ).fetchall()
         )
         return [HistoryChunk(workflow_id, generation, first, json.loads(body)) for first, body in rows]

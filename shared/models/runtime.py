@@ -161,6 +161,8 @@ class CodeState(CamelModel):
     """The runtime that replays it: its turns go to `orchestrations.<app>`."""
     history_length: int = 0
     """Events of this generation in the stored history (the next chunk starts there)."""
+    chunk_starts: list[int] = Field(default_factory=list)
+    """Where each stored chunk of this generation starts: the chunks are read by their ids."""
     next_action_id: int = 0
     """Every action the orchestrator took has an id below this one."""
     turns: int = 0

@@ -33,7 +33,11 @@ class HistoryChunk:
 
     @property
     def chunk_id(self) -> str:
-        return f"{self.workflow_id}#{self.generation}#{self.first}"
+        return chunk_id(self.workflow_id, self.generation, self.first)
+
+
+def chunk_id(workflow_id: str, generation: int, first: int) -> str:
+    return f"{workflow_id}#{generation}#{first}"
 
 
 def stitch_history(chunks: Sequence[HistoryChunk], length: int | None = None) -> list[dict[str, Any]]:
@@ -268,9 +272,12 @@ class Store(Protocol):
         ...
 
     # ---- code workflows' histories ----
-    async def load_history(self, workflow_id: str, generation: int) -> list[HistoryChunk]:
-        """The chunks of one generation of a code workflow's history (any order; see
-        `stitch_history`). Removed with the workflow."""
+    async def load_history(
+        self, workflow_id: str, generation: int, firsts: Sequence[int]
+    ) -> list[HistoryChunk]:
+        """The chunks of one generation of a code workflow's history that start at `firsts` (the
+        document's `chunkStarts`: read by id, which every MongoDB-protocol server indexes), in
+        any order (see `stitch_history`). Removed with the workflow."""
         ...
 
     # ---- task records ----

@@ -21,13 +21,14 @@ async def test_history_of_winning_commits_only_in_order(store: Store, fresh_stor
     rival = [chunk(3, "loser")]  # a rival decided on version 2 too, and lost: it writes nothing
     lost = await store.commit_workflows([Commit(document(version=3), 2, history=rival)])
     assert won == [True] and lost == [False]
-    written = [e["name"] for c in await store.load_history("wf-1", 0) for e in c.events]
+    written = [e["name"] for c in await store.load_history("wf-1", 0, [0, 2, 3]) for e in c.events]
     assert "loser" not in written
     for reader in (store, fresh_store):
-        events = stitch_history(await reader.load_history("wf-1", 0))
+        events = stitch_history(await reader.load_history("wf-1", 0, [0, 2]))
         assert [e["name"] for e in events] == ["a", "b", "c"]
-        assert stitch_history(await reader.load_history("wf-1", 0), 2) == events[:2]
-        assert await reader.load_history("wf-1", 1) == []
+        assert stitch_history(await reader.load_history("wf-1", 0, [0, 2]), 2) == events[:2]
+        assert stitch_history(await reader.load_history("wf-1", 0, [0])) == events[:2]  # only those asked for
+        assert await reader.load_history("wf-1", 1, [0]) == []
 
 
 async def test_each_generation_has_its_own_history_and_removal_takes_all(store: Store) -> None:
@@ -36,9 +37,9 @@ async def test_each_generation_has_its_own_history_and_removal_takes_all(store: 
     assert await store.commit_workflows(
         [Commit(document(version=3), 2, history=[chunk(0, "old"), chunk(0, "new", generation=1)])]
     ) == [True]
-    assert [e["name"] for e in stitch_history(await store.load_history("wf-1", 1))] == ["new"]
+    assert [e["name"] for e in stitch_history(await store.load_history("wf-1", 1, [0]))] == ["new"]
     assert await store.remove_workflow("wf-1")
-    assert await store.load_history("wf-1", 0) == [] and await store.load_history("wf-1", 1) == []
+    assert await store.load_history("wf-1", 0, [0]) == [] and await store.load_history("wf-1", 1, [0]) == []
 
 
 def test_stitching_stops_at_a_gap() -> None:

@@ -103,6 +103,7 @@ def append_history(run: CodeRun, events: list[dict[str, Any]]) -> None:
     code = code_of(run)
     if events:
         run.appends.append((run.state.epoch, code.history_length, events))
+        code.chunk_starts.append(code.history_length)
         code.history_length += len(events)
         run.dirty = True
 
