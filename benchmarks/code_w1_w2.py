@@ -40,12 +40,10 @@ APP = "bench"
 
 def runtime_process(server: str, env: dict[str, str], run_dir: Path) -> Process:
     argv = [sys.executable, "-m", "benchmarks.code_runtime"]
-    return Process(
-        "runtime",
-        argv,
-        {**env, "CAIRN_SERVER": server, "CAIRN_APP": APP, "CAIRN_LOG_LEVEL": "WARNING"},
-        run_dir,
-    )
+    settings = {"CAIRN_SERVER": server, "CAIRN_APP": APP, "CAIRN_LOG_LEVEL": "WARNING"}
+    if "CAIRN_KAFKA_BOOTSTRAP" in env:  # on Kafka, turns and activities come from Kafka too
+        settings["CAIRN_WORKFLOW_TRANSPORT"] = "kafka"
+    return Process("runtime", argv, {**env, **settings}, run_dir)
 
 
 def wait_ready(process: Process, what: str = "code runtime ready") -> None:

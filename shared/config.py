@@ -253,8 +253,10 @@ class CairnSettings(BaseSettings):
     workflow_transport: Literal["auto", "http", "kafka"] = Field(
         "auto",
         description="How a cairn.workflow runtime takes its turns and activities: long-polled from the "
-        "api (CAIRN_SERVER), or consumed from Kafka like a Kafka worker; `auto` is Kafka when "
-        "CAIRN_KAFKA_BOOTSTRAP is set, else HTTP.",
+        "api (CAIRN_SERVER), or consumed from Kafka like a Kafka worker; `auto` chooses as `cairn worker` "
+        "does: HTTP when CAIRN_SERVER is set, else Kafka when CAIRN_KAFKA_BOOTSTRAP is, else HTTP. With "
+        "`kafka` and CAIRN_SERVER both, the runtime also announces itself to the api (registers its "
+        "workflows, wakes stalled instances).",
     )
     app: str = Field(
         "default",

@@ -168,8 +168,10 @@ class WorkflowRuntime:
         if self._thread is not None:
             return
         settings = CairnSettings()
-        self._kafka = settings.workflow_transport == "kafka" or (
-            settings.workflow_transport == "auto" and "CAIRN_KAFKA_BOOTSTRAP" in os.environ
+        self._kafka = settings.workflow_transport == "kafka" or (  # as `cairn worker` chooses
+            settings.workflow_transport == "auto"
+            and settings.server is None
+            and "CAIRN_KAFKA_BOOTSTRAP" in os.environ
         )
         announce = not self._kafka or settings.server is not None
         if announce:

@@ -1,7 +1,9 @@
 """A code-workflow app for the failure matrix (tests/e2e/test_code_failures_*): run as
 `python -m tests.e2e.code_app`, it hosts `chain3` (three activities in a row, each recording its
 side effect in CODE_APP_EFFECTS, one line per execution), `await_event` (waits for "go") and
-`long_timer` (sleeps CODE_APP_TIMER_S on a durable timer), until SIGTERM.
+`long_timer` (sleeps CODE_APP_TIMER_S on a durable timer), until SIGTERM. With
+CODE_APP_NO_ACTIVITIES it hosts no activity (an activity is a task type: any app hosting it may
+run it, so an app running beside a row would take that row's work).
 
 Faults, each at most once per CODE_APP_FLAGS directory (a flag file says it happened):
 - CODE_APP_KILL_IN_REPLAY=<marker>: the orchestrator SIGKILLs its own process in the first live
@@ -40,13 +42,16 @@ def _once(fault: str, instance_id: str) -> bool:
     return True
 
 
-@wfr.activity(name="side_effect")
 def side_effect(ctx: wf.WorkflowActivityContext, step: dict[str, Any]) -> int:
     with _lock, EFFECTS.open("a") as effects:
         effects.write(f"{ctx.workflow_id} {step['step']}\n")
     if _once("CODE_APP_KILL_AFTER_EFFECT", ctx.workflow_id):
         os.kill(os.getpid(), signal.SIGKILL)
     return int(step["value"]) * 10 + int(step["step"])
+
+
+if not os.environ.get("CODE_APP_NO_ACTIVITIES"):  # the timer row's app runs none of the others' work
+    wfr.register_activity(side_effect, name="side_effect")
 
 
 @wfr.workflow(name="chain3")

@@ -34,7 +34,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 def long_timer(dev: DevServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CodeApp, str]]:
     """An instance sleeping TIMER_S on a durable timer, started before the other rows run; the
     last test restarts everything under it and sees it end on time."""
-    app = CodeApp(dev, tmp_path_factory.mktemp("timer-app"), "timer").start()
+    app = CodeApp(dev, tmp_path_factory.mktemp("timer-app"), "timer", CODE_APP_NO_ACTIVITIES="1").start()
     with httpx.Client(base_url=dev.url, timeout=30) as api:
         start(api, "timer", "long_timer", "timer-1", 7)
     yield app, "timer-1"

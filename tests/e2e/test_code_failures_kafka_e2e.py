@@ -31,7 +31,9 @@ class Deployment:
 
     @property
     def env(self) -> dict[str, str]:
-        return self.cluster.env
+        """The apps consume their turns and activities from Kafka (the HTTP transport's rows are
+        on `cairn dev`), and announce themselves to the api."""
+        return {**self.cluster.env, "CAIRN_WORKFLOW_TRANSPORT": "kafka"}
 
     def wait_healthy(self) -> None:
         deadline = time.monotonic() + 60
@@ -77,7 +79,9 @@ def deployment(
 def long_timer(
     deployment: Deployment, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[CodeApp, str]]:
-    app = CodeApp(deployment, tmp_path_factory.mktemp("kafka-timer"), "ktimer").start()
+    app = CodeApp(
+        deployment, tmp_path_factory.mktemp("kafka-timer"), "ktimer", CODE_APP_NO_ACTIVITIES="1"
+    ).start()
     with httpx.Client(base_url=deployment.url, timeout=30) as api:
         start(api, "ktimer", "long_timer", "ktimer-1", 7)
     yield app, "ktimer-1"
@@ -119,7 +123,13 @@ def test_activity_worker_killed_after_its_side_effect(
             rescuer.process.stop()
     assert done["status"] == "COMPLETED" and done["output"] == {"result": [51, 52, 53]}
     counts = rescuer.counted("keffect-1")
-    assert sorted(counts.values()) == [1, 1, 2], counts  # the killed attempt's effect, once more
+    [(step, twice)] = [(step, n) for (_, step), n in counts.items() if n > 1]
+    assert sorted(counts.values())[:2] == [1, 1] and len(counts) == 3, counts
+    # A Kafka worker reports no start: the killed attempt stays SCHEDULED, the sweeper (every 2 s
+    # here) hands it out again while no worker is up, and Kafka redelivers the killed one's
+    # message: each delivery runs once (at-least-once), the first result wins.
+    [task] = [t for t in done["tasks"] if t["referenceTaskName"] == f"side_effect_{step}"]
+    assert 2 <= twice <= task["pollCount"] + 1, (twice, task["pollCount"])
 
 
 def test_decider_killed_between_a_turns_answer_and_its_commit(
