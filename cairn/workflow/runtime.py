@@ -60,6 +60,7 @@ def _shim(fn: Function, name: str) -> Callable[[], Function]:
         return fn
 
     innerfn.__dict__["_dapr_alternate_name"] = name
+    innerfn.__wrapped__ = fn  # type: ignore[attr-defined]  # what testing.replay runs
     innerfn.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     innerfn.__name__ = fn.__name__
     return innerfn

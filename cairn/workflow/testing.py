@@ -43,6 +43,7 @@ def replay(
 ) -> list[OrchestratorAction]:
     """Replay `workflow` against `history` (an export, or its list of events); the actions the
     code asks for next (empty for an instance that ended). Raises NonDeterminismError."""
+    workflow = getattr(workflow, "__wrapped__", workflow)  # a @wfr.workflow reference: its function
     exported = history if isinstance(history, Mapping) else {"events": list(history)}
     events: list[HistoryEvent] = HISTORY.validate_python(list(exported["events"]))
     instance = instance_id or str(exported.get("instanceId", "replay"))

@@ -318,3 +318,16 @@ def test_an_activitys_registered_task_def_is_honoured_and_kept() -> None:
     [_, failed] = h.turn()["newEvents"]  # retried once, then the orchestrator hears of it
     assert failed["type"] == "TaskFailed" and failed["failureDetails"]["errorType"] == "TimeoutError"
     assert [t.retry_count for t in h.records.values()] == [0, 1]
+
+
+def test_the_sweeper_leaves_a_stalled_or_waiting_instance_alone() -> None:
+    from shared.core.attention import attention_at
+    from shared.core.invariants import invariant_violations
+
+    h = CodeHarness()
+    h.answer()  # waits for an event, forever if need be: healthy, nothing due
+    assert attention_at(h.state) is None and invariant_violations(h.state) == []
+    h.send(RaiseEvent(id="e1", workflow_id="code-1", name="x"))
+    h.answer(stall={"reason": "PATCH_MISMATCH", "description": "changed"})
+    assert h.state.status is WorkflowStatus.STALLED
+    assert attention_at(h.state) is None and invariant_violations(h.state) == []

@@ -86,3 +86,13 @@ def test_a_dropped_patch_is_caught_and_a_running_instance_says_what_comes_next()
 
     [action] = replay(asks_more, history)
     assert action.type == "ScheduleTask" and action.id == 2
+
+
+def test_a_decorated_workflow_reference_replays_its_function() -> None:
+    from cairn.workflow import WorkflowRuntime
+
+    wfr = WorkflowRuntime()  # no I/O until start()
+    shim = wfr.workflow(name="wf")(original)
+    with pytest.raises(TypeError):
+        shim(None, 1)  # as in Dapr: the decorated name is a reference, not the function
+    assert replay(shim, recorded()) == []
