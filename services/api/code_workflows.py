@@ -8,7 +8,6 @@ remove) are Conductor's routes and work on both kinds.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 from typing import Annotated, Any
@@ -25,6 +24,7 @@ from shared.models.documents import WorkflowDocument
 from shared.models.limits import DefinitionName
 from shared.models.messages import DecideRequest, RaiseEvent, StartWorkflow
 from shared.models.runtime import CamelModel, TaskStatus, WorkflowStatus
+from shared.operations import await_document
 from shared.ports.store import Store, stitch_history
 
 router = APIRouter(prefix="/api/workflow", tags=["code workflows"])
@@ -55,17 +55,10 @@ async def start_code_workflow(ctx: ApiContext, start: StartWorkflow) -> str:
 
 
 async def _until_moved(ctx: ApiContext, workflow_id: str, version_before: int) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + ctx.start_visible_within_s
-    delay = 0.002
-    while True:
-        document = await ctx.store.load_workflow(workflow_id)
-        if document is not None and document.version > version_before:
-            return True
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.1)
+    found = await await_document(
+        ctx.store, workflow_id, lambda d: d.version > version_before, ctx.start_visible_within_s
+    )
+    return found is not None
 
 
 async def _code_document(ctx: ApiContext, workflow_id: str) -> WorkflowDocument:

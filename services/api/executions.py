@@ -14,6 +14,7 @@ from pydantic import Field
 from services.api.code_workflows import APP_PATTERN, start_code_workflow
 from services.api.conductor import workflow_json, workflow_summary_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
+from services.api.search_params import parsed_search
 from services.api.views import load_executions
 from services.decider.code_turns import DEFAULT_APP
 from shared import idempotency, telemetry
@@ -36,11 +37,8 @@ from shared.search import (
     MAX_SIZE,
     AllOf,
     Condition,
-    QueryError,
     SearchRequest,
     free_text_of,
-    parse_query,
-    parse_sort,
 )
 
 router = APIRouter(prefix="/api/workflow", tags=["workflow"])
@@ -210,18 +208,7 @@ async def search_workflows(
     """Conductor's search: its query language, freeText, sort, start and size, answered as a
     SearchResult of WorkflowSummary with the exact totalHits (shared/search.py). `status` and
     `workflowType` parameters, Cairn's own, are conditions ANDed to the query."""
-    if size > MAX_SIZE:
-        raise ApiError(
-            400,
-            f"size: cannot return more than {MAX_SIZE} workflows; page with start",
-            [("size", "too large")],
-        )
-    try:
-        parsed = parse_query(query)
-        order = parse_sort(sort)
-    except QueryError as error:
-        where = "sort" if str(error).startswith("sort") else "query"
-        raise ApiError(400, str(error), [(where, str(error))]) from None
+    parsed, order = parsed_search(query, sort, size, "workflows")
     extra = [
         Condition(field, "=", (value,))
         for field, value in (("status", status), ("workflowType", workflowType))

@@ -10,7 +10,6 @@ apply); the decider checks again, since the state may move between the read and 
 from __future__ import annotations
 
 import ast
-import asyncio
 import json
 import uuid
 from typing import Annotated, Any
@@ -34,7 +33,7 @@ from shared.models.messages import (
     SkipTask,
 )
 from shared.models.runtime import CamelModel, OperationRecord, TaskStatus, WorkflowStatus
-from shared.operations import await_operation
+from shared.operations import await_document, await_operation
 
 router = APIRouter(prefix="/api/workflow", tags=["workflow lifecycle"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -262,15 +261,10 @@ async def rerun(ctx: ApiContext, workflow_id: str, request: RerunWorkflowRequest
 
 
 async def _until_running_again(ctx: ApiContext, workflow_id: str, epoch_before: int) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + ctx.start_visible_within_s
-    while True:
-        document = await ctx.store.load_workflow(workflow_id)
-        if document is not None and document.state.epoch > epoch_before:
-            return True
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(0.01)
+    found = await await_document(
+        ctx.store, workflow_id, lambda d: d.state.epoch > epoch_before, ctx.start_visible_within_s
+    )
+    return found is not None
 
 
 async def skip(ctx: ApiContext, workflow_id: str, task_reference_name: str, request: SkipTaskRequest) -> None:

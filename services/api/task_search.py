@@ -11,16 +11,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from services.api.context import ApiContext, ApiError, context
+from services.api.context import ApiContext, context
+from services.api.search_params import parsed_search
 from shared.models.runtime import TaskState
 from shared.search import (
-    MAX_SIZE,
     TASK_FIELDS,
-    QueryError,
     SearchRequest,
     free_text_of,
-    parse_query,
-    parse_sort,
 )
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
@@ -65,16 +62,7 @@ async def search_tasks(
     freeText: str | None = None,
     query: str | None = None,
 ) -> dict[str, Any]:
-    if size > MAX_SIZE:
-        raise ApiError(
-            400, f"size: cannot return more than {MAX_SIZE} tasks; page with start", [("size", "too large")]
-        )
-    try:
-        parsed = parse_query(query, TASK_FIELDS)
-        order = parse_sort(sort, TASK_FIELDS)
-    except QueryError as error:
-        where = "sort" if str(error).startswith("sort") else "query"
-        raise ApiError(400, str(error), [(where, str(error))]) from None
+    parsed, order = parsed_search(query, sort, size, "tasks", TASK_FIELDS)
     total, tasks = await ctx.store.search_tasks(
         SearchRequest(parsed, free_text_of(freeText), order, start, size)
     )

@@ -17,6 +17,7 @@ from shared.core.refs import execution_ref, node_ref, scope_of
 from shared.core.run import DecisionRun, HistoryNeededError, LatestDefinitionNeededError
 from shared.models.limits import describe, payload_problems
 from shared.models.messages import (
+    LifecycleCommand,
     PauseWorkflow,
     RerunWorkflow,
     RestartWorkflow,
@@ -35,16 +36,8 @@ from shared.models.runtime import (
     WorkflowStatus,
 )
 
-Operation = (
-    PauseWorkflow
-    | ResumeWorkflow
-    | RestartWorkflow
-    | RerunWorkflow
-    | RetryWorkflow
-    | SkipTask
-    | UpdateVariables
-    | SubWorkflowReopened
-)
+Operation = LifecycleCommand | SubWorkflowReopened
+"""The operator's commands (messages.LifecycleCommand) and a child's word that it runs again."""
 
 RUN_AGAIN = frozenset(
     {TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR, TaskStatus.TIMED_OUT, TaskStatus.CANCELED}

@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 
+from shared.models.history import TurnResponse, WorkItem
 from shared.models.messages import DECIDER_INBOUND, OUTBOX_MESSAGE
 from shared.protocol import channels, schema_files
 
@@ -44,8 +45,11 @@ def test_every_example_parses_as_the_message_it_shows() -> None:
             "retry",
             "skip_task",
             "subworkflow_reopened",
+            "raise_event",
         }
-        if data["type"] in inbound:
+        if "type" not in data:  # a code workflow's work item or turn answer (a task's input or output)
+            (TurnResponse if "actions" in data else WorkItem).model_validate(data)
+        elif data["type"] in inbound:
             DECIDER_INBOUND.validate_python(data)
         else:
             OUTBOX_MESSAGE.validate_python(data)
