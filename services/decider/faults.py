@@ -36,12 +36,12 @@ class DeciderFaults:
                 log.warning("test hook: freezing before the commit of %s", workflow_id)
                 os.kill(os.getpid(), signal.SIGSTOP)
                 return
-            for marker, topic in (
-                (self.kill_on_command, self.topics.workflow_command),
-                (self.kill_on_result, self.topics.task_result),
+            for marker, topic, what in (
+                (self.kill_on_command, self.topics.workflow_command, "a command"),
+                (self.kill_on_result, self.topics.task_result, "a result"),
             ):
                 if self._fires(marker, workflow_id, topics, topic):
-                    log.error("test hook: SIGKILL before the commit of %s on %s", workflow_id, topic)
+                    log.error("test hook: SIGKILL before the commit of %s on %s", what, workflow_id)
                     os.kill(os.getpid(), signal.SIGKILL)
 
     @staticmethod
