@@ -35,7 +35,18 @@ SHARED_RANDOM = {"Random.random", "Random.getrandbits"}
 """The random module's functions (random, choice, randint, shuffle, ...) all end in one of these
 on the module's shared, unseeded generator."""
 
-RUNTIME_MODULES = ("cairn.", "shared.", "pydantic", "logging", "json", "typing", "inspect", "threading")
+RUNTIME_MODULES = (
+    "cairn.",
+    "shared.",
+    "pydantic",
+    "logging",
+    "json",
+    "typing",
+    "inspect",
+    "threading",
+    "hypothesis",
+    "_pytest",
+)
 PASS_THROUGH = ("random", "uuid", "datetime")
 """Modules that read the clock or randomness for whoever called them: look at their caller."""
 

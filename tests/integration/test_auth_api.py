@@ -40,6 +40,7 @@ PATH_VALUES = {
     "status": "COMPLETED",
     "task_id": "task-x",
     "letter_id": "0:0",
+    "app": "a",
 }
 ROUTES = sorted(ROUTE_PERMISSIONS)
 
