@@ -164,8 +164,25 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
 
 def _system_worker(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.system_worker.handler import SystemWorker
+    from shared.integrations import IntegrationError, load_integrations
+    from shared.secrets import SecretError, SecretStore, install_log_redaction
 
-    worker = SystemWorker(bus, settings.topics, concurrency=settings.worker_concurrency)
+    try:
+        secrets = SecretStore.from_sources(settings.secrets_file, settings.secrets_dir)
+        integrations = load_integrations(
+            settings.ai_integrations_file, settings.ai_integrations, os.environ, settings.ai_prices
+        )
+    except (SecretError, IntegrationError) as error:
+        raise StartupError(str(error)) from None
+    install_log_redaction(secrets)
+    worker = SystemWorker(
+        bus,
+        settings.topics,
+        concurrency=settings.worker_concurrency,
+        integrations=integrations,
+        secrets=secrets,
+        max_retry_after_s=settings.ai_max_retry_after_s,
+    )
     worker.attach()
     return Component("system-worker", closers=[worker.aclose])
 

@@ -264,6 +264,40 @@ class CairnSettings(BaseSettings):
         description="The app of `cairn.workflow`: the code workflows a WorkflowRuntime hosts and a "
         "DaprWorkflowClient starts (their turns go to `orchestrations.<app>`).",
     )
+    ai_integrations_file: str | None = Field(
+        None,
+        description="JSON file of the AI integrations (docs/agents.md): `llm` providers by name "
+        "(openai, anthropic, azure_openai; baseUrl, apiKey, ...), `mcp` servers by name (a url, or a "
+        "stdio command) and `prices` by model. A Kubernetes Secret or ConfigMap mounted as a file works. "
+        "The system worker reads the providers and servers, the decider the prices.",
+    )
+    ai_integrations: str | None = Field(
+        None, description="The same as CAIRN_AI_INTEGRATIONS_FILE's content, inline (JSON); it wins per name."
+    )
+    ai_prices: str | None = Field(
+        None,
+        description="Prices of models for budgets in dollars, JSON: "
+        '{"gpt-4o-mini": {"inputPerMillion": 0.15, "outputPerMillion": 0.6}} (a key may be '
+        '"<integration>/<model>"). The decider copies them into each execution whose budget has '
+        "maxCostUsd when it starts.",
+    )
+    ai_max_retry_after_s: int = Field(
+        600,
+        ge=0,
+        le=86_400,
+        description="Most a provider's Retry-After (or an MCP server's) may hold a task's retry back; a "
+        "longer one is cut to this.",
+    )
+    secrets_file: str | None = Field(
+        None,
+        description="JSON file of secrets (name -> text) for `${secrets.NAME}` in system tasks' inputs "
+        "(docs/agents.md); CAIRN_SECRET_<NAME> variables add to them.",
+    )
+    secrets_dir: str | None = Field(
+        None,
+        description="Directory of secrets, one file per secret named after it: a Kubernetes Secret "
+        "mounted as a volume.",
+    )
     otlp_endpoint: str | None = Field(
         None, description="OTLP/HTTP endpoint; tracing export is off when unset."
     )

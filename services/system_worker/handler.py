@@ -36,12 +36,16 @@ from opentelemetry import trace
 
 from services.system_worker.event_task import EventPublisher
 from services.system_worker.http_task import MAX_BODY_BYTES, run_http
+from services.system_worker.llm_task import LlmRunner
+from services.system_worker.mcp_task import McpRunner
 from services.system_worker.outcome import Outcome
 from shared import telemetry
+from shared.integrations import Integrations
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
 from shared.models.messages import WORKER_TASK, TaskMessage, TaskResult
 from shared.models.runtime import TaskStatus
 from shared.ports.bus import Bus, Outgoing, Received
+from shared.secrets import Redactor, SecretError, SecretStore
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -78,6 +82,9 @@ class SystemWorker:
         max_body_bytes: int = MAX_BODY_BYTES,
         max_result_bytes: int = MAX_RESULT_BYTES,
         publish_timeout_s: float = 30.0,
+        integrations: Integrations | None = None,
+        secrets: SecretStore | None = None,
+        max_retry_after_s: int = 600,
     ) -> None:
         self.bus = bus
         self.topics = topics
@@ -88,9 +95,17 @@ class SystemWorker:
         self._slots = asyncio.Semaphore(self.concurrency)
         self._client = httpx.AsyncClient(follow_redirects=True, max_redirects=MAX_REDIRECTS)
         self._events = EventPublisher(bus, topics, max_result_bytes, publish_timeout_s)
+        self.secrets = secrets or SecretStore()
+        integrations = integrations or Integrations()
+        self._llm = LlmRunner(integrations, self.secrets, max_retry_after_s)
+        self._mcp = McpRunner(integrations, self.secrets, self._client)
         self._runners: dict[str, Callable[[TaskMessage], Awaitable[Outcome]]] = {
             "HTTP": self._run_http,
             "EVENT": self._events.run,
+            "LLM_CHAT_COMPLETE": self._run_llm,
+            "LLM_TEXT_COMPLETE": self._run_llm,
+            "LIST_MCP_TOOLS": self._run_mcp,
+            "CALL_MCP_TOOL": self._run_mcp,
         }
 
     def attach(self) -> None:
@@ -104,6 +119,7 @@ class SystemWorker:
             )
 
     async def aclose(self) -> None:
+        await self._llm.aclose()
         await self._client.aclose()
 
     def _handler(self, task_type: str) -> Callable[[Sequence[Received]], Awaitable[None]]:
@@ -118,6 +134,12 @@ class SystemWorker:
 
     async def _run_http(self, task: TaskMessage) -> Outcome:
         return await run_http(self._client, task.input_data, self.max_body_bytes)
+
+    async def _run_llm(self, task: TaskMessage) -> Outcome:
+        return await self._llm.run(task, task.input_data)
+
+    async def _run_mcp(self, task: TaskMessage) -> Outcome:
+        return await self._mcp.run(task.task_type, task.input_data)
 
     async def _one(self, task_type: str, received: Received) -> Outgoing:
         try:
@@ -143,13 +165,26 @@ class SystemWorker:
         return outgoing(self.topics.task_result, result, task.workflow_instance_id, headers)
 
     async def _run(self, task_type: str, task: TaskMessage) -> Outcome:
+        """Run the task with its secrets resolved (in memory, at the places the decider marked),
+        and every value of those secrets masked in what comes back."""
+        redactor = Redactor([])
         try:
-            return await self._runners[task_type](task)
+            if task.secret_paths:
+                resolved, used = self.secrets.resolve(task.input_data, task.secret_paths)
+                redactor = self.secrets.redactor(used)
+                task = task.model_copy(update={"input_data": resolved})
+            outcome = await self._runners[task_type](task)
+        except SecretError as error:
+            return Outcome.terminal(str(error))
         except Exception as error:  # a bug here must fail one task, not wedge the partition
-            log.exception("system task %s (%s) raised", task.task_id, task_type)
-            return Outcome.failed(
+            log.error("system task %s (%s) raised: %s", task.task_id, task_type, redactor.text(repr(error)))
+            outcome = Outcome.failed(
                 f"the system worker failed running {task_type}: {type(error).__name__}: {error}"
             )
+        if not redactor.values:
+            return outcome
+        reason = redactor.text(outcome.reason) if outcome.reason else None
+        return Outcome(outcome.status, redactor.data(outcome.output), reason, outcome.retry_after_s)
 
     async def _with_heartbeats(self, task: TaskMessage, work: Awaitable[Outcome]) -> Outcome:
         """`work`'s outcome, reporting the task IN_PROGRESS every heartbeat interval meanwhile;
@@ -192,6 +227,7 @@ class SystemWorker:
             output_data=outcome.output,
             reason_for_incompletion=outcome.reason,
             worker_id=self.worker_id,
+            callback_after_seconds=outcome.retry_after_s,
         )
         size = len(result.to_bytes())
         if size <= self.max_result_bytes:

@@ -13,7 +13,14 @@ class Outcome:
     status: TaskStatus
     output: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
+    retry_after_s: int = 0
+    """A FAILED attempt's soonest retry (a provider's Retry-After), as callbackAfterSeconds."""
 
     @staticmethod
-    def failed(reason: str, output: dict[str, Any] | None = None) -> Outcome:
-        return Outcome(TaskStatus.FAILED, output or {}, reason)
+    def failed(reason: str, output: dict[str, Any] | None = None, retry_after_s: int = 0) -> Outcome:
+        return Outcome(TaskStatus.FAILED, output or {}, reason, retry_after_s)
+
+    @staticmethod
+    def terminal(reason: str, output: dict[str, Any] | None = None) -> Outcome:
+        """A failure no retry can fix (bad input, a refused key): FAILED_WITH_TERMINAL_ERROR."""
+        return Outcome(TaskStatus.FAILED_WITH_TERMINAL_ERROR, output or {}, reason)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
+from shared.core.budget import LLM_TASK_TYPES
 from shared.core.ending import end_workflow
 from shared.core.operations import apply_operation
 from shared.core.refs import node_ref
@@ -104,12 +105,17 @@ def _on_task_result(run: DecisionRun, result: TaskResult) -> None:
             run.fail(task, TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason)
             return
         task.output_data = merged
+    if task.kind in LLM_TASK_TYPES and result.status.is_terminal:
+        run.budget.charge_llm(task)  # a failed attempt's tokens were paid for too
     match result.status:
         case TaskStatus.IN_PROGRESS:
             _on_in_progress(run, task, result.callback_after_seconds)
         case TaskStatus.COMPLETED:
             run.complete(task)
         case TaskStatus.FAILED | TaskStatus.FAILED_WITH_TERMINAL_ERROR:
+            # Cairn: a failed attempt's callbackAfterSeconds is the soonest its retry may go
+            # out (a provider's Retry-After), whatever shorter delay the TaskDef gives.
+            task.callback_after_seconds = result.callback_after_seconds
             run.fail(task, result.status, result.reason_for_incompletion or "")
         case _:
             run.reject(
@@ -189,7 +195,8 @@ def on_timer_fired(run: DecisionRun, fired: TimerFired) -> None:
         if run.state.status is WorkflowStatus.PAUSED:
             run.hold(task)  # handed out on resume
             return
-        dispatch(run, task, run.task_def_of(task).response_timeout_seconds)
+        if run.type_of(task).admit(run, run.node_of(task), task):
+            dispatch(run, task, run.task_def_of(task).response_timeout_seconds)
 
 
 def _on_terminate(run: DecisionRun, command: TerminateWorkflow) -> None:

@@ -8,6 +8,8 @@ Semantics follow Conductor's ParametersUtils (docs/research/conductor-operators.
   first, as text, then reads the outer path;
 - a path that resolves to nothing gives null; `${}` gives the empty string;
 - `$${` is an escape for a literal `${`;
+- `${secrets.NAME}` (and `${workflow.secrets.NAME}`) is left as written: only the system-task
+  worker resolves secrets (shared/core/secret_refs.py);
 - maps and lists are evaluated recursively; keys are never interpolated.
 The path is evaluated as JSONPath over {"workflow": {...}, "<ref>": {...}} like Conductor does.
 """
@@ -20,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonpath
+
+from shared.core.secret_refs import is_secret_body
 
 _NUMERIC_MEMBER = re.compile(r"\.(\d+)(?=[.\[]|$)")
 
@@ -110,6 +114,8 @@ def _find_tokens(text: str) -> list[tuple[int, int]]:
 def _resolve_token(body: str, context: Mapping[str, Any]) -> Any:
     if not body.strip():
         return ""
+    if is_secret_body(body):  # resolved by the system-task worker only (shared/core/secret_refs.py)
+        return "${" + body + "}"
     if "${" in body:
         body = _interpolate(body, context)
     return resolve_path(body, context)

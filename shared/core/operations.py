@@ -270,6 +270,7 @@ def _start_over(run: DecisionRun) -> None:
     state.workflow_version = run.snapshot.version
     state.create_time = state.start_time = run.now
     state.last_retried_time = 0
+    state.usage = None  # a new run, a new budget (a retry or a rerun goes on spending the old one)
     run.forget_index()
 
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.core import ids, scripting
+from shared.core.budget import BudgetKeeper
 from shared.core.context import ExpressionContext
 from shared.core.expressions import evaluate_parameters
 from shared.core.plan import Plan, plan_of
 from shared.core.refs import Scope, execution_ref, node_ref, scope_of
 from shared.core.retry import retry_delay_ms
 from shared.core.tasktypes import TaskType, TaskTypeRegistry
-from shared.core.tasktypes.base import SYSTEM_TASK_DEFAULT
 from shared.models.definitions import TaskDef, WorkflowDef, WorkflowTask
 from shared.models.limits import (
     DEFAULT_PAYLOAD_LIMITS,
@@ -126,6 +126,7 @@ class DecisionRun:
         """Set when an operation switched this execution to another definition snapshot."""
         self.plan: Plan = plan_of(snapshot)
         self.state = state
+        self.budget = BudgetKeeper(snapshot.budget, state)
         self.now = now
         self.registry = registry
         self.limits = limits
@@ -150,6 +151,7 @@ class DecisionRun:
         """Run on another definition from now on (a restart with the latest definitions)."""
         self.snapshot = snapshot
         self.plan = plan_of(snapshot)
+        self.budget = BudgetKeeper(snapshot.budget, self.state)
         self.new_snapshot = snapshot
         self.dirty = True
 
@@ -268,9 +270,7 @@ class DecisionRun:
         node = self.node_of(task)
         if node.task_definition is not None:
             return node.task_definition
-        if self.type_of(task).name == "SIMPLE":
-            return TaskDef(name=node.name)
-        return SYSTEM_TASK_DEFAULT
+        return self.type_of(task).default_task_def(node.name)
 
     def definition_refs(self) -> set[str]:
         return set(self.plan.places)
@@ -364,10 +364,17 @@ class DecisionRun:
         )
         self.state.next_seq += 1
         self.state.tasks[node.task_reference_name] = task
+        self.budget.count_task()
         self.touch(task)
         return task
 
-    def start(self, node: WorkflowTask, scope: Scope) -> TaskState:
+    def start(self, node: WorkflowTask, scope: Scope) -> TaskState | None:
+        """Create and start an execution of `node` in `scope`; None when the run's budget
+        allows no more executions (the workflow has ended FAILED)."""
+        refusal = self.budget.task_refusal()
+        if refusal is not None:
+            self.stop_for_budget(refusal)
+            return None
         skips = self.state.pending_skips
         skip = None
         if skips:  # this very iteration's (`body__3`), else the node's next run (`body`)
@@ -441,6 +448,14 @@ class DecisionRun:
             + (f": {reason}" if reason else ""),
         )
 
+    def stop_for_budget(self, reason: str) -> None:
+        """A limit of the run's budget would be passed: the workflow ends FAILED (its
+        failureWorkflow runs) before the task that would pass it (shared/core/budget.py)."""
+        from shared.core.ending import workflow_output
+
+        self.state.output = workflow_output(self)
+        self.end_workflow(WorkflowStatus.FAILED, reason)
+
     def _tell_ancestors(self, task: TaskState) -> None:
         child = task
         parent_ref = self.parent_of(node_ref(child.reference_task_name))
@@ -454,11 +469,20 @@ class DecisionRun:
             parent_ref = self.parent_of(parent_ref)
 
     def retry(self, node: WorkflowTask, failed: TaskState, task_def: TaskDef) -> None:
+        refusal = self.budget.task_refusal()
+        if refusal is not None:
+            self.stop_for_budget(refusal)
+            return
         task = self.create(node, scope_of(failed.reference_task_name), retry_of=failed)
         task.kind = failed.kind
         task.task_type = failed.task_type
         task.task_def_name = failed.task_def_name
-        delay_ms = retry_delay_ms(task_def, task.retry_count, task.task_id)
+        if not self.type_of(task).admit(self, node, task):
+            return
+        # A worker's FAILED result may ask for a later retry (a provider's Retry-After, a
+        # Cairn extension): never sooner than the TaskDef's delay.
+        asked_ms = failed.callback_after_seconds * 1000 if failed.status is TaskStatus.FAILED else 0
+        delay_ms = max(retry_delay_ms(task_def, task.retry_count, task.task_id), asked_ms)
         if delay_ms > 0 and self.type_of(task).worker_executed:
             self.arm_dispatch_timer(task, "retry", delay_ms)
         elif self.state.status is WorkflowStatus.PAUSED:
@@ -482,7 +506,8 @@ class DecisionRun:
             if task is None or task.status.is_terminal:
                 continue
             if self.type_of(task).worker_executed:  # a retry, or a callback's redelivery
-                dispatch(self, task, self.task_def_of(task).response_timeout_seconds)
+                if self.type_of(task).admit(self, self.node_of(task), task):
+                    dispatch(self, task, self.task_def_of(task).response_timeout_seconds)
             elif task.status is TaskStatus.SCHEDULED:  # a server-side task's retry
                 self.type_of(task).start(self, self.node_of(task), task, scope_of(task.reference_task_name))
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.core.secret_refs import reference_problems
 from shared.core.tasktypes import REGISTRY, TaskTypeRegistry
 from shared.models.definitions import (
     CONDUCTOR_TASK_TYPES,
@@ -199,6 +200,7 @@ def _task_problems(node: WorkflowTask, path: str, registry: TaskTypeRegistry) ->
     ]
     problems += [(f"{path}.{name}", _NOT_YET) for name, used in checks if used]
     problems += _field_problems(node, path)
+    problems += reference_problems(node.type, node.input_parameters, f"{path}.inputParameters")
     problems += registry.get(node.type).problems(node, path)
     if node.task_definition is not None:
         problems += task_def_problems(node.task_definition, f"{path}.taskDefinition.")

@@ -90,6 +90,22 @@ CONDUCTOR_TASK_TYPES: frozenset[str] = frozenset(
         "UPDATE_TASK",
         "LLM_TEXT_COMPLETE",
         "LLM_CHAT_COMPLETE",
+        "LIST_MCP_TOOLS",
+        "CALL_MCP_TOOL",
+        "LLM_GENERATE_EMBEDDINGS",
+        "LLM_INDEX_TEXT",
+        "LLM_STORE_EMBEDDINGS",
+        "LLM_SEARCH_INDEX",
+        "LLM_SEARCH_EMBEDDINGS",
+        "LLM_GET_EMBEDDINGS",
+        "GENERATE_IMAGE",
+        "GENERATE_AUDIO",
+        "GENERATE_VIDEO",
+        "GENERATE_PDF",
+        "GET_AGENT_CARD",
+        "AGENT",
+        "CANCEL_AGENT",
+        "JDBC",
     }
 )
 
@@ -177,6 +193,39 @@ class WorkflowTask(ConductorModel):
     permissive: bool = False
 
 
+class ModelPrice(ConductorModel):
+    """What one model costs, in US dollars per million tokens (the unit providers publish)."""
+
+    input_per_million: float = Field(ge=0, le=1_000_000)
+    output_per_million: float = Field(ge=0, le=1_000_000)
+
+
+class Budget(ConductorModel):
+    """A Cairn extension to Conductor's WorkflowDef (docs/agents.md): limits the decider keeps,
+    whatever a model answers. Reaching one ends the workflow FAILED with a reason naming it,
+    before the task that would pass it runs; the allowlists refuse a task name or tool name
+    that is not on them (a task failure, with the name and the list)."""
+
+    max_tasks: int | None = Field(default=None, ge=1, le=JAVA_INT_MAX)
+    """Task executions this run may create (retries and server-side tasks count)."""
+    max_iterations: int | None = Field(default=None, ge=1, le=JAVA_INT_MAX)
+    """Iterations any one DO_WHILE may start."""
+    max_dynamic_fork_width: int | None = Field(default=None, ge=1, le=JAVA_INT_MAX)
+    """Branches any one FORK_JOIN_DYNAMIC may make."""
+    max_llm_tokens: int | None = Field(default=None, ge=1, le=JAVA_INT_MAX)
+    """Tokens (prompt and completion) the LLM tasks of this run may spend, as providers count them."""
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1_000_000_000)
+    """Dollars the LLM tasks of this run may spend, at `prices`."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Prices by model (`gpt-4o-mini`) or integration and model (`openai/gpt-4o-mini`); the
+    decider fills in those of its configuration when the execution starts, so a price change
+    never changes a running execution."""
+    allowed_tools: list[str] | None = None
+    """The only tool names CALL_MCP_TOOL may call (`method`), anywhere in the workflow."""
+    allowed_task_names: list[str] | None = None
+    """The only task names a DYNAMIC task or a dynamic fork's branch may run."""
+
+
 class WorkflowDef(ConductorModel):
     """A versioned workflow blueprint. Executions embed a snapshot of it (with TaskDefs resolved)."""
 
@@ -203,6 +252,8 @@ class WorkflowDef(ConductorModel):
     rate_limit_config: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     masked_fields: list[str] | None = None
+    budget: Budget | None = None
+    """Cairn's extension: limits on tasks, iterations, fork width, tokens and dollars."""
     create_time: int | None = Field(default=None, ge=0, le=MAX_TIME_MS)
     update_time: int | None = Field(default=None, ge=0, le=MAX_TIME_MS)
     created_by: str | None = None

@@ -312,6 +312,11 @@ class TaskMessage(Envelope):
     response_timeout_seconds: int = 0
     correlation_id: str | None = None
     workflow_version: int | None = None
+    secret_paths: list[list[str | int]] | None = Field(
+        default=None,
+        description="Where in inputData the definition put `${secrets.NAME}`: the system-task worker "
+        "resolves secrets there and nowhere else (docs/agents.md).",
+    )
 
 
 class TimerRequest(Envelope):

@@ -106,6 +106,9 @@ class TaskState(CamelModel):
     """SUB_WORKFLOW: the child execution this task runs (Conductor's Task.subWorkflowId)."""
     loop_over_task: bool = False
     """The execution runs inside a DO_WHILE body (Conductor's Task.loopOverTask)."""
+    secret_paths: list[list[str | int]] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Where the definition put `${secrets.NAME}` in the input: the only places the system-task
+    worker resolves secrets (shared/core/secret_refs.py)."""
     # The workflow document version whose commit made this record current. A record written
     # before a commit that then failed carries a version the document never reached.
     workflow_version: int = 0
@@ -140,6 +143,15 @@ class PendingSkip(CamelModel):
 
     task_input: dict[str, Any] = Field(default_factory=dict)
     task_output: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(CamelModel):
+    """What a run with a budget has spent so far (shared/core/budget.py): the task history is
+    not in the document, so the counts are."""
+
+    tasks: int = 0
+    llm_tokens: int = 0
+    cost_usd: float = 0.0
 
 
 class OperationRecord(CamelModel):
@@ -249,6 +261,8 @@ class WorkflowState(CamelModel):
     operations: list[OperationRecord] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The last OPERATIONS_KEPT lifecycle commands, oldest first."""
     code: CodeState | None = Field(default=None, exclude_if=lambda v: v is None)
+    usage: Usage | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Set on a run whose definition has a budget: what it spent (tasks, tokens, dollars)."""
     """Set on a code workflow (kind "code"): its place in its history."""
 
     def is_superseded(self, seq: int) -> bool:

@@ -7,6 +7,12 @@ or asking for a type nobody registered, fails loudly.
 
 from __future__ import annotations
 
+from shared.core.tasktypes.ai import (
+    CallMcpToolTask,
+    ListMcpToolsTask,
+    LlmChatCompleteTask,
+    LlmTextCompleteTask,
+)
 from shared.core.tasktypes.base import BaseTaskType, Engine, TaskType, UnknownTaskTypeError
 from shared.core.tasktypes.do_while import DoWhileTask
 from shared.core.tasktypes.dynamic import DynamicTask
@@ -72,6 +78,10 @@ def default_registry() -> TaskTypeRegistry:
         HttpTask(),
         EventTask(),
         OrchestratorTurnTask(),
+        LlmChatCompleteTask(),
+        LlmTextCompleteTask(),
+        ListMcpToolsTask(),
+        CallMcpToolTask(),
     ):
         registry.register(task_type)
     return registry

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from shared.core.budget import BudgetKeeper
 from shared.core.refs import Scope
 from shared.models.definitions import TaskDef, WorkflowTask
 from shared.models.messages import OutboxMessage
@@ -39,6 +40,12 @@ class Engine(Protocol):
 
     now: int
     state: WorkflowState
+    budget: BudgetKeeper
+    """The run's budget and what it spent (shared/core/budget.py)."""
+
+    def stop_for_budget(self, reason: str) -> None:
+        """End the workflow FAILED: a limit of its budget would be passed."""
+        ...
 
     def walk_list(self, tasks: list[WorkflowTask], scope: Scope) -> bool:
         """Start and drive the nodes of one list in order; True once every node is done."""
@@ -180,6 +187,16 @@ class TaskType(Protocol):
         """What makes this node impossible to run, with field paths (checked at registration)."""
         ...
 
+    def default_task_def(self, name: str) -> TaskDef:
+        """The policy of an execution whose node has no TaskDef (none inline, none registered)."""
+        ...
+
+    def admit(self, engine: Engine, node: WorkflowTask, task: TaskState) -> bool:
+        """May this execution be handed to workers now? Asked before each hand-out (a first
+        start, a retry, a delayed retry's timer); when not, it has failed or the workflow has
+        ended (an LLM task past the run's budget, a tool not on an allowlist). Idempotent."""
+        ...
+
 
 class BaseTaskType:
     """Defaults for the TaskType protocol: a leaf that waits for events."""
@@ -205,6 +222,19 @@ class BaseTaskType:
 
     def problems(self, node: WorkflowTask, path: str) -> Problems:
         return []
+
+    def default_task_def(self, name: str) -> TaskDef:
+        return SYSTEM_TASK_DEFAULT
+
+    def admit(self, engine: Engine, node: WorkflowTask, task: TaskState) -> bool:
+        return True
+
+
+def from_definition(engine: Engine, node: WorkflowTask) -> bool:
+    """True for a node the definition wrote; False for one made at run time from data (a
+    dynamic fork's branch), whose inputParameters a model may have chosen."""
+    ref = node.task_reference_name
+    return ref in engine.definition_refs() and engine.dynamic_parent(ref) is None
 
 
 def in_progress(engine: Engine, task: TaskState) -> None:

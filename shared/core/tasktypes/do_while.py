@@ -103,6 +103,10 @@ class DoWhileTask(BaseTaskType):
             if not go_on:
                 engine.complete(task)
                 return True
+            refusal = engine.budget.iteration_refusal(node.task_reference_name, task.iteration + 1)
+            if refusal is not None:
+                engine.stop_for_budget(refusal)
+                return False
             engine.forget_below(node.task_reference_name)
             self._set_iteration(task, task.iteration + 1, self._items(engine, node))
             engine.touch(task)

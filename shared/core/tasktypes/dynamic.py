@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from shared.core.budget import allowlist_problems, literal_allowlist
 from shared.core.refs import Scope
 from shared.core.tasktypes.base import SYSTEM_TASK_DEFAULT, BaseTaskType, Engine, Problems
 from shared.core.tasktypes.simple import dispatch
@@ -36,6 +37,11 @@ class DynamicTask(BaseTaskType):
             )
             return
         name = str(chosen)
+        own_list = literal_allowlist(node.input_parameters, "allowedTaskNames")
+        refused = engine.budget.task_name_refusal(name, own_list)
+        if refused is not None:
+            engine.fail(task, TaskStatus.FAILED_WITH_TERMINAL_ERROR, refused)
+            return
         resolved = node.model_copy(
             update={
                 "name": name,
@@ -50,6 +56,9 @@ class DynamicTask(BaseTaskType):
         dispatch(engine, task, engine.task_def_of(task).response_timeout_seconds)
 
     def problems(self, node: WorkflowTask, path: str) -> Problems:
+        found = allowlist_problems(node, path)
         if not node.dynamic_task_name_param:
-            return [(f"{path}.dynamicTaskNameParam", "required: the input key that names the task to run")]
-        return []
+            found.append(
+                (f"{path}.dynamicTaskNameParam", "required: the input key that names the task to run")
+            )
+        return found

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.core.budget import allowlist_problems, literal_allowlist
 from shared.core.refs import Scope
 from shared.core.tasktypes.base import BaseTaskType, Engine, Problems
 from shared.core.tasktypes.fork import start_join
@@ -151,6 +152,20 @@ class ForkJoinDynamicTask(BaseTaskType):
         except DynamicForkError as error:
             engine.fail(task, TaskStatus.FAILED_WITH_TERMINAL_ERROR, str(error))
             return
+        refusal = engine.budget.fork_refusal(node.task_reference_name, len(branches))
+        if refusal is not None:
+            engine.stop_for_budget(refusal)
+            return
+        own_list = literal_allowlist(node.input_parameters, "allowedTaskNames")
+        for branch in branches:
+            refused = engine.budget.task_name_refusal(branch.name, own_list)
+            if refused is not None:
+                engine.fail(
+                    task,
+                    TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+                    f"branch {branch.task_reference_name}: {refused}",
+                )
+                return
         task.input_data = {
             **task.input_data,
             "forkedTasks": [branch.task_reference_name for branch in branches],
@@ -175,14 +190,16 @@ class ForkJoinDynamicTask(BaseTaskType):
 
     def problems(self, node: WorkflowTask, path: str) -> Problems:
         given = node.input_parameters
+        found = allowlist_problems(node, path)
         if "forkTaskInputs" in given:
-            return []
+            return found
         if node.dynamic_fork_tasks_param and node.dynamic_fork_tasks_input_param_name:
-            return []
-        return [
+            return found
+        found.append(
             (
                 f"{path}.dynamicForkTasksParam",
                 "a FORK_JOIN_DYNAMIC needs inputParameters.forkTaskInputs (with forkTaskName), or "
                 "dynamicForkTasksParam and dynamicForkTasksInputParamName",
             )
-        ]
+        )
+        return found

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from shared.core import ids
 from shared.core.refs import Scope
-from shared.core.tasktypes.base import BaseTaskType, Engine
+from shared.core.secret_refs import SECRET_TASK_TYPES, secret_paths
+from shared.core.tasktypes.base import BaseTaskType, Engine, from_definition
 from shared.models.definitions import TaskDef, WorkflowTask
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskState, TaskStatus
@@ -32,6 +33,7 @@ def dispatch(engine: Engine, task: TaskState, response_timeout_seconds: int = 0)
             response_timeout_seconds=response_timeout_seconds,
             correlation_id=engine.state.correlation_id,
             workflow_version=engine.state.workflow_version,
+            secret_paths=task.secret_paths or None,
         )
     )
 
@@ -48,8 +50,14 @@ class WorkerTask(BaseTaskType):
     worker_executed = True
 
     def start(self, engine: Engine, node: WorkflowTask, task: TaskState, scope: Scope) -> None:
+        if self.name in SECRET_TASK_TYPES and from_definition(engine, node):
+            task.secret_paths = secret_paths(node.input_parameters)
         dispatch(engine, task, engine.task_def_of(task).response_timeout_seconds)
 
 
 class SimpleTask(WorkerTask):
     name = "SIMPLE"
+
+    def default_task_def(self, name: str) -> TaskDef:
+        """TaskDef's own defaults (3 retries, FIXED, 60 s), as Conductor gives a SIMPLE task."""
+        return TaskDef(name=name)

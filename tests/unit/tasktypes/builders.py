@@ -281,7 +281,9 @@ class Flow:
         return [m.event for m in self.outbox(WorkflowEvent, decision)]
 
 
-WORKER_KINDS = frozenset({"SIMPLE", "HTTP", "EVENT"})
+WORKER_KINDS = frozenset(
+    {"SIMPLE", "HTTP", "EVENT", "LLM_CHAT_COMPLETE", "LLM_TEXT_COMPLETE", "LIST_MCP_TOOLS", "CALL_MCP_TOOL"}
+)
 
 
 def of_type(messages: Sequence[OutboxMessage], kind: type[M]) -> list[M]:
