@@ -22,6 +22,7 @@ from services.runtime import StartupError
 from services.system_worker import TASK_TYPES as SYSTEM_TASK_TYPES
 from shared.config import CairnSettings
 from shared.guard import GuardedBus
+from shared.integrations import Integrations
 from shared.ports.bus import Bus
 from shared.ports.store import Store
 
@@ -41,6 +42,20 @@ class Component:
     """Run after the bus stopped."""
 
 
+def _integrations(settings: CairnSettings, *, with_provider_variables: bool) -> Integrations:
+    """The AI integrations of the configuration (shared/integrations.py); a bad file or JSON
+    stops the service with one line naming it."""
+    from shared.integrations import IntegrationError, load_integrations
+
+    environ = os.environ if with_provider_variables else {}
+    try:
+        return load_integrations(
+            settings.ai_integrations_file, settings.ai_integrations, environ, settings.ai_prices
+        )
+    except IntegrationError as error:
+        raise StartupError(str(error)) from None
+
+
 def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.decider.faults import DeciderFaults
     from services.decider.handler import DeciderHandler
@@ -51,6 +66,7 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
     script_limits = ScriptLimits(
         timeout_ms=settings.script_timeout_ms, memory_bytes=settings.script_memory_mb * 1024 * 1024
     )
+    prices = _integrations(settings, with_provider_variables=False).prices
     sandbox = PooledSandbox(script_limits, settings.jq_workers)  # jq helpers start on first use
     handler = DeciderHandler(
         store,
@@ -63,6 +79,7 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
             turn_timeout_s=settings.code_turn_timeout_s,
         ),
         sandbox=sandbox,
+        prices=prices,
         faults=DeciderFaults(
             settings.topics,
             freeze_marker=settings.fault_freeze_marker,
@@ -164,16 +181,13 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
 
 def _system_worker(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.system_worker.handler import SystemWorker
-    from shared.integrations import IntegrationError, load_integrations
     from shared.secrets import SecretError, SecretStore, install_log_redaction
 
     try:
         secrets = SecretStore.from_sources(settings.secrets_file, settings.secrets_dir)
-        integrations = load_integrations(
-            settings.ai_integrations_file, settings.ai_integrations, os.environ, settings.ai_prices
-        )
-    except (SecretError, IntegrationError) as error:
+    except SecretError as error:
         raise StartupError(str(error)) from None
+    integrations = _integrations(settings, with_provider_variables=True)
     install_log_redaction(secrets)
     worker = SystemWorker(
         bus,

@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.decider import keyed_starts
@@ -37,7 +37,7 @@ from shared.core.run import Rejection
 from shared.core.scripting import Sandbox
 from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
-from shared.models.definitions import TaskDef, WorkflowDef
+from shared.models.definitions import ModelPrice, TaskDef, WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
 from shared.models.limits import PayloadLimits, definition_limits, describe, payload_problems
 from shared.models.messages import (
@@ -124,8 +124,11 @@ class DeciderHandler:
         limits: Limits | None = None,
         sandbox: Sandbox | None = None,
         faults: DeciderFaults | None = None,
+        prices: Mapping[str, ModelPrice] | None = None,
     ) -> None:
         self.store = store
+        self.prices = dict(prices or {})
+        """Model prices of the configuration, copied into the snapshots of budgets in dollars."""
         self.bus = bus
         self.topics = topics
         self.clock = clock
@@ -400,7 +403,7 @@ class DeciderHandler:
         found = await self.store.get_workflow_def(name, None)
         if found is None:
             return None, f"workflow definition {name!r} is no longer registered"
-        return await resolve_snapshot(self.store, found)
+        return await resolve_snapshot(self.store, found, self.prices)
 
     def _new_document(
         self,
@@ -482,7 +485,7 @@ class DeciderHandler:
             definition = found
             if is_code_definition(found):  # a registered code workflow: its code is the runtime's
                 return found, ""
-        return await resolve_snapshot(self.store, definition)
+        return await resolve_snapshot(self.store, definition, self.prices)
 
     async def _publish(self, plans: Sequence[_Plan]) -> None:
         if not plans:

@@ -3,17 +3,23 @@ happens to the registered definitions afterwards."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from shared.core.validation import DefinitionError, validate_workflow_def
-from shared.models.definitions import WorkflowDef, WorkflowTask
+from shared.models.definitions import ModelPrice, WorkflowDef, WorkflowTask
 from shared.ports.store import Store
 
 
-async def resolve_snapshot(store: Store, definition: WorkflowDef) -> tuple[WorkflowDef | None, str]:
+async def resolve_snapshot(
+    store: Store, definition: WorkflowDef, prices: Mapping[str, ModelPrice] | None = None
+) -> tuple[WorkflowDef | None, str]:
     """A deep copy of `definition` with, as Conductor's MetadataMapperService does:
     - every task's registered TaskDef (by the task's name) embedded where it has none inline —
       a SIMPLE task without one runs under TaskDef's defaults, a system task under no retries;
     - every SUB_WORKFLOW without a version fixed to the latest version registered now (a name
-      nobody registered refuses the start: the child could never run).
+      nobody registered refuses the start: the child could never run);
+    - a budget in dollars given the model prices of the configuration (CAIRN_AI_PRICES), under
+      the definition's own, so a price change never changes a running execution.
     Returns (None, why) when the snapshot cannot run."""
     snapshot = definition.model_copy(deep=True)
     nodes = snapshot.all_tasks()
@@ -22,6 +28,9 @@ async def resolve_snapshot(store: Store, definition: WorkflowDef) -> tuple[Workf
     for node in nodes:
         if node.task_definition is None and node.name in task_defs:
             node.task_definition = task_defs[node.name]
+    budget = snapshot.budget
+    if budget is not None and budget.max_cost_usd is not None and prices:
+        budget.prices = {**prices, **budget.prices}
     for node in nodes:
         problem = await _fix_sub_workflow_version(store, node)
         if problem:

@@ -5,7 +5,7 @@ system worker's real `openai` and `anthropic` clients talk to it as to the real 
 It answers by rules the test sets (`POST /_script`): the first rule whose `match` text appears
 in the request's messages answers; a rule's `replies` are given in turn, the last one again and
 again. A reply is `{content, toolCalls: [{id, name, arguments}], finishReason, promptTokens,
-completionTokens}` or an error `{status, headers, error}`. Every request is logged (`GET /_log`):
+completionTokens, delay}` (delay: seconds before answering) or an error `{status, headers, error}`. Every request is logged (`GET /_log`):
 what the test reads to show which calls reached the provider, and how often.
 
 Run in a thread of the test process (`FakeLlm`), or as a process:
@@ -15,6 +15,7 @@ Run in a thread of the test process (`FakeLlm`), or as a process:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import threading
 import time
@@ -91,6 +92,8 @@ def create_app(script: Script) -> FastAPI:
     async def chat(request: Request) -> JSONResponse:
         body = await logged(request)
         reply = script.reply_for(_text_of(body))
+        if reply.get("delay"):
+            await asyncio.sleep(float(reply["delay"]))
         if "status" in reply:
             return _error(reply, anthropic=False)
         calls = reply.get("toolCalls") or []

@@ -1,7 +1,7 @@
 """A real MCP server for tests, built with the MCP SDK (`MCPServer`): run over streamable HTTP
 (`--http PORT`, stateful as the SDK serves by default) or over stdio (no argument).
 
-Tools: `search(query)` (a canned finding per query), `add(a, b)`, `whoami()` (the Authorization
+Tools: `search(query)` (a canned finding per query; a query starting "slow" takes 3 s), `add(a, b)`, `whoami()` (the Authorization
 header the request carried, over HTTP), `broken()` (a tool error: isError). Every call is
 appended to the file named by CAIRN_TEST_MCP_CALLS (one JSON line: tool, arguments, the
 Authorization header), so a test can count how often each tool really ran.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -34,6 +35,8 @@ def _record(tool: str, arguments: dict[str, Any], ctx: Context | None) -> None:
 def search(query: str, ctx: Context) -> str:
     """Search the knowledge base for a query; returns one finding."""
     _record("search", {"query": query}, ctx)
+    if query.startswith("slow"):
+        time.sleep(3)  # a test kills the engine while this call is in flight
     return f"finding about {query}"
 
 

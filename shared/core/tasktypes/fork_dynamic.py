@@ -42,6 +42,9 @@ OPERATOR_TYPES = frozenset(
     }
 )
 MAX_BRANCHES = 10_000
+TOOL_CALL_FIELDS = frozenset({"integrationNames", "output"})
+"""Keys of the task-shaped tool calls an LLM task returns that a WorkflowTask has not: a list of
+tool calls forks as it is, as in Conductor."""
 
 
 class DynamicForkError(ValueError):
@@ -98,6 +101,8 @@ def _list_style(node: WorkflowTask, given: dict[str, Any]) -> list[WorkflowTask]
         raise DynamicForkError(f"Input to the dynamically forked tasks is not a map: '{inputs_param}'")
     branches: list[WorkflowTask] = []
     for index, raw in enumerate(raw_tasks):
+        if isinstance(raw, dict):  # an LLM task's toolCalls: fields of Conductor's ToolCall, not of a task
+            raw = {key: value for key, value in raw.items() if key not in TOOL_CALL_FIELDS}
         try:
             branch = WorkflowTask.model_validate(raw)
         except ValidationError as error:
