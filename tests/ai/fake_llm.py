@@ -5,8 +5,9 @@ system worker's real `openai` and `anthropic` clients talk to it as to the real 
 It answers by rules the test sets (`POST /_script`): the first rule whose `match` text appears
 in the request's messages answers; a rule's `replies` are given in turn, the last one again and
 again. A reply is `{content, toolCalls: [{id, name, arguments}], finishReason, promptTokens,
-completionTokens, delay}` (delay: seconds before answering) or an error `{status, headers, error}`. Every request is logged (`GET /_log`):
-what the test reads to show which calls reached the provider, and how often.
+completionTokens, delay}` (delay: seconds before answering) or an error `{status, headers,
+error}`. Every request is logged (`GET /_log`): what the test reads to show which calls reached
+the provider, and how often.
 
 Run in a thread of the test process (`FakeLlm`), or as a process:
 `python -m tests.ai.fake_llm --port 8123`.

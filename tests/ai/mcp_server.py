@@ -1,8 +1,9 @@
 """A real MCP server for tests, built with the MCP SDK (`MCPServer`): run over streamable HTTP
 (`--http PORT`, stateful as the SDK serves by default) or over stdio (no argument).
 
-Tools: `search(query)` (a canned finding per query; a query starting "slow" takes 3 s), `add(a, b)`, `whoami()` (the Authorization
-header the request carried, over HTTP), `broken()` (a tool error: isError). Every call is
+Tools: `search(query)` (a canned finding per query; a query starting "slow" takes 3 s),
+`add(a, b)`, `whoami()` (the Authorization header the request carried, over HTTP), `broken()`
+(a tool error: isError). Every call is
 appended to the file named by CAIRN_TEST_MCP_CALLS (one JSON line: tool, arguments, the
 Authorization header), so a test can count how often each tool really ran.
 """
