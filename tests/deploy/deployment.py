@@ -401,6 +401,9 @@ class ContainerSpec:
     secret_files: frozenset[str] = frozenset()
     """Paths inside the container that secrets are mounted at (compose `secrets`, Kubernetes
     secret volumes): where a setting naming a file (CAIRN_AUTH_KEYS_FILE) must point."""
+    secret_mounts: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Kubernetes secret volumes: mount path -> the Secret's files (name -> content), which
+    `localize` writes out for the settings that name them (CAIRN_AI_INTEGRATIONS_FILE, ...)."""
 
     def replica_names(self) -> list[str]:
         """Its containers' names: `decider-1`, `decider-2`, ... (as compose numbers them)."""
@@ -679,6 +682,19 @@ def _k8s_secret_files(
     return frozenset(files)
 
 
+def _k8s_secret_mounts(
+    pod: dict[str, Any], container: dict[str, Any], resources: list[dict[str, Any]]
+) -> dict[str, dict[str, str]]:
+    """Each whole-Secret volume the container mounts: its path and the Secret's files."""
+    volumes = {volume["name"]: volume for volume in pod.get("volumes") or []}
+    mounts = {}
+    for mount in container.get("volumeMounts") or []:
+        secret = volumes.get(mount["name"], {}).get("secret")
+        if secret is not None and "items" not in secret and "subPath" not in mount:
+            mounts[mount["mountPath"]] = _config_data(resources, "Secret", secret["secretName"])
+    return mounts
+
+
 def k8s_containers(resources: list[dict[str, Any]], image: Image, venv: Path) -> list[ContainerSpec]:
     """What the kubelet runs for each Deployment's container, and how many pods of it."""
     specs = []
@@ -712,6 +728,7 @@ def k8s_containers(resources: list[dict[str, Any]], image: Image, venv: Path) ->
                 pre_stop_s=float(pre_stop.get("sleep", {}).get("seconds", 0)),
                 replicas=int(deployment["spec"].get("replicas", 1)),
                 secret_files=_k8s_secret_files(pod, container, resources),
+                secret_mounts=_k8s_secret_mounts(pod, container, resources),
             )
         )
     return specs
@@ -736,6 +753,8 @@ class Targets:
     """A local OTLP/HTTP sink's base URL; None drops the deployment's endpoint."""
     api_keys_file: Path | None = None
     """The test's keys file, standing for the api keys the deployment mounts from a secret."""
+    secrets_dir: Path | None = None
+    """Where `localize` writes out the secret volumes that settings name."""
 
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -836,6 +855,7 @@ def localize(
                 f"ports {spec.ports}"
             )
         _localize_keys_file(spec, env, host, targets)
+        _localize_secret_mounts(spec, env, targets)
         if host in WILDCARD_HOSTS:
             env["CAIRN_API_HOST"] = "127.0.0.1"
         for replica in spec.replica_names():
@@ -869,6 +889,41 @@ def _localize_keys_file(spec: ContainerSpec, env: dict[str, str], host: str, tar
             f"{spec.name}: the api listens on {host or '0.0.0.0'} without CAIRN_AUTH_KEYS_FILE: "
             "it would refuse to start"
         )
+
+
+SECRET_PATH_SETTINGS = {
+    "CAIRN_AI_INTEGRATIONS_FILE": "file",
+    "CAIRN_SECRETS_FILE": "file",
+    "CAIRN_SECRETS_DIR": "dir",
+}
+"""Settings that name a file or a directory of a secret volume (docs/agents.md)."""
+
+
+def _localize_secret_mounts(spec: ContainerSpec, env: dict[str, str], targets: Targets) -> None:
+    """A setting naming a file or a directory of a Kubernetes secret volume must name one the
+    container has; here it names a copy of that volume's Secret, written out as the kubelet
+    would write it."""
+    for variable, kind in SECRET_PATH_SETTINGS.items():
+        path = env.get(variable)
+        if not path or not spec.secret_mounts:
+            continue
+        mount = posixpath.dirname(path) if kind == "file" else path
+        assert mount in spec.secret_mounts, (
+            f"{spec.name}: {variable}={path} is not in a secret volume it mounts "
+            f"({sorted(spec.secret_mounts)})"
+        )
+        files = spec.secret_mounts[mount]
+        assert kind == "dir" or posixpath.basename(path) in files, (
+            f"{spec.name}: {variable}={path}: no such key"
+        )
+        assert targets.secrets_dir is not None, (
+            f"{spec.name} reads a secret volume: give Targets a secrets_dir"
+        )
+        local = targets.secrets_dir / spec.name / mount.strip("/").replace("/", "_")
+        local.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            (local / name).write_text(content)
+        env[variable] = str(local / posixpath.basename(path) if kind == "file" else local)
 
 
 def local_databases(local: dict[str, LocalEnvironment]) -> set[str]:

@@ -166,7 +166,12 @@ def test_the_deployment_runs_as_written(
     else:  # what runs here is what the file asks for, and it asks for replicas working together
         assert any(spec.replicas > 1 for spec in specs), f"{source} runs one container of each service"
     targets = Targets(
-        kafka_bootstrap, mongo_url, unique, otlp=otlp_sink.url, api_keys_file=write_keys(tmp_path)
+        kafka_bootstrap,
+        mongo_url,
+        unique,
+        otlp=otlp_sink.url,
+        api_keys_file=write_keys(tmp_path),
+        secrets_dir=tmp_path / "secret-volumes",
     )
     exercise(deployments(specs, targets, hostnames))
     assert_exported(specs, otlp_sink)
