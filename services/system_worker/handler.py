@@ -34,10 +34,9 @@ from typing import Any
 import httpx
 from opentelemetry import trace
 
+from services.system_worker.ai_runners import AiRunners
 from services.system_worker.event_task import EventPublisher
 from services.system_worker.http_task import MAX_BODY_BYTES, run_http
-from services.system_worker.llm_task import LlmRunner
-from services.system_worker.mcp_task import McpRunner
 from services.system_worker.outcome import Outcome
 from shared import telemetry
 from shared.integrations import Integrations
@@ -96,9 +95,7 @@ class SystemWorker:
         self._client = httpx.AsyncClient(follow_redirects=True, max_redirects=MAX_REDIRECTS)
         self._events = EventPublisher(bus, topics, max_result_bytes, publish_timeout_s)
         self.secrets = secrets or SecretStore()
-        integrations = integrations or Integrations()
-        self._llm = LlmRunner(integrations, self.secrets, max_retry_after_s)
-        self._mcp = McpRunner(integrations, self.secrets, self._client)
+        self._ai = AiRunners(integrations or Integrations(), self.secrets, self._client, max_retry_after_s)
         self._runners: dict[str, Callable[[TaskMessage], Awaitable[Outcome]]] = {
             "HTTP": self._run_http,
             "EVENT": self._events.run,
@@ -119,7 +116,7 @@ class SystemWorker:
             )
 
     async def aclose(self) -> None:
-        await self._llm.aclose()
+        await self._ai.aclose()
         await self._client.aclose()
 
     def _handler(self, task_type: str) -> Callable[[Sequence[Received]], Awaitable[None]]:
@@ -136,10 +133,10 @@ class SystemWorker:
         return await run_http(self._client, task.input_data, self.max_body_bytes)
 
     async def _run_llm(self, task: TaskMessage) -> Outcome:
-        return await self._llm.run(task, task.input_data)
+        return await self._ai.llm().run(task, task.input_data)
 
     async def _run_mcp(self, task: TaskMessage) -> Outcome:
-        return await self._mcp.run(task.task_type, task.input_data)
+        return await self._ai.mcp().run(task.task_type, task.input_data)
 
     async def _one(self, task_type: str, received: Received) -> Outgoing:
         try:

@@ -23,7 +23,10 @@ Model (Kafka's, so the services cannot tell the two apart):
   stall for a whole session loses its partitions while its in-flight batch runs, and that batch
   is delivered again to the new owner.
 - Publishing wakes this process's consumers of the topic at once; other processes see new
-  messages within `poll_interval_s`.
+  messages within `poll_interval_s`: one watcher per started bus reads every partition's high
+  watermark each interval and wakes the members whose topics grew. An idle member does not
+  poll by itself (each poll would be a query on the bus's one database thread, in the queue of
+  every publish and commit: a process of a dozen idle members spent most of that thread on it).
 - Retention: a message is deleted once every group known to its topic has committed past it and
   it is older than `retention_s` (the bus prunes every `prune_interval_s` while started). A group
   no member consumed for `group_retention_s` is forgotten, offsets and all, as Kafka forgets one.
@@ -55,6 +58,7 @@ from shared.adapters.embedded_bus_sql import (
     create_topics,
     fetch,
     heartbeat,
+    high_watermarks,
     leave,
     now_ms,
     peek,
@@ -277,10 +281,13 @@ class _Member:
         return True
 
     async def _idle(self) -> None:
-        """Wait for a wake-up, the poll interval (other processes' publishes) or a rebalance."""
-        until_rebalance = self._next_rebalance - asyncio.get_running_loop().time()
+        """Wait for a wake-up (a publish here, or one in another process the bus's watcher saw)
+        or a rebalance; without a watcher (a bus not started), poll every interval."""
+        wait = self._next_rebalance - asyncio.get_running_loop().time()
+        if not self._bus.watching:
+            wait = min(self._bus.poll_interval_s, wait)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(0.0, min(self._bus.poll_interval_s, until_rebalance))):
+            async with asyncio.timeout(max(0.0, wait)):
                 await self._wakeup.wait()
 
     async def _pause(self, seconds: float) -> None:
@@ -338,6 +345,7 @@ class EmbeddedBus:
         self._pending: list[tuple[tuple[str, ...], str, BatchHandler, int]] = []
         self._members: list[_Member] = []
         self._housekeeping: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self._started = False
         self._round_robin = itertools.count()
 
@@ -379,18 +387,43 @@ class EmbeddedBus:
         if self._started:
             return
         self._started = True
+        marks = await self.db.run(high_watermarks)
+        self._watcher = asyncio.create_task(self._watch(marks), name="cairn-bus watcher")
         pending, self._pending = self._pending, []
         for topics, group, handler, max_batch in pending:
             await self.add_subscription(topics, group, handler, max_batch=max_batch)
         self._housekeeping = asyncio.create_task(self._prune_periodically(), name="cairn-bus prune")
 
+    @property
+    def watching(self) -> bool:
+        """Whether the watcher wakes this bus's idle members for other processes' publishes."""
+        return self._watcher is not None and not self._watcher.done()
+
+    async def _watch(self, marks: dict[tuple[str, int], int]) -> None:
+        """Every poll interval, wake the members of the topics whose partitions grew (another
+        process published there; this process's own publishes woke them already)."""
+        while True:
+            await asyncio.sleep(self.poll_interval_s)
+            try:
+                now = await self.db.run(high_watermarks)
+            except Exception:
+                log.warning("embedded bus watcher could not read the high watermarks", exc_info=True)
+                continue
+            grown = {
+                topic for (topic, partition), offset in now.items() if marks.get((topic, partition)) != offset
+            }
+            marks = now
+            if grown:
+                _LOCAL.wake_topics(self.path, grown)
+
     async def stop(self) -> None:
         """Members finish their in-flight batches and leave their groups; then the file is closed."""
         self._started = False
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            await asyncio.gather(self._housekeeping, return_exceptions=True)
-            self._housekeeping = None
+        for task in (self._housekeeping, self._watcher):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._housekeeping = self._watcher = None
         await asyncio.gather(*(member.close() for member in list(self._members)))
         await self.db.close()
 

@@ -138,6 +138,16 @@ def ensure_topic(conn: sqlite3.Connection, topic: str, partitions: int) -> int:
     return partitions
 
 
+def high_watermarks(conn: sqlite3.Connection) -> dict[TopicPartition, int]:
+    """Every partition's next offset: what changed since the last look is what was published."""
+    return {
+        (topic, partition): offset
+        for topic, partition, offset in conn.execute(
+            "SELECT topic, partition, next_offset FROM bus_partitions"
+        )
+    }
+
+
 def create_topics(conn: sqlite3.Connection, topics: Sequence[str], partitions: int) -> None:
     with write(conn):
         for topic in topics:

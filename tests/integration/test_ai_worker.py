@@ -7,6 +7,7 @@ TaskResult out (services/system_worker/llm_task.py, mcp_task.py)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from shared.adapters.embedded_bus import EmbeddedBus
-from shared.integrations import parse
+from shared.integrations import load_integrations, parse
 from shared.models.messages import TaskResult
 from shared.models.runtime import TaskStatus
 from shared.secrets import SecretStore
@@ -482,3 +483,21 @@ async def test_an_unknown_secret_fails_the_task_naming_it(ai: AiHarness) -> None
     )
     assert result.status is TaskStatus.FAILED_WITH_TERMINAL_ERROR
     assert "secret 'MISSING' is not in the secret store" in (result.reason_for_incompletion or "")
+
+
+async def test_two_variables_point_cairn_at_any_openai_compatible_server(
+    tmp_path: Path, topics: Topics, llm: FakeLlm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENAI_API_KEY enables the `openai` integration and the openai SDK honours OPENAI_BASE_URL."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{llm.url}/v1")
+    configured = load_integrations(None, None, os.environ)
+    bus = EmbeddedBus(str(tmp_path / "bus.db"), partitions=2, poll_interval_s=0.02)
+    await bus.ensure_topics([topics.tasks(kind) for kind in AI_TYPES])
+    llm.rules(rule("ping", {"content": "pong"}))
+    async for harness in _harness(bus, topics, integrations=configured):
+        result = await AiHarness(harness).chat("ping", llmProvider="openai")
+        assert result.status is TaskStatus.COMPLETED, result.reason_for_incompletion
+        assert result.output_data["result"] == "pong"
+    [request] = llm.log
+    assert request["headers"]["authorization"] == "Bearer sk-from-the-environment"
