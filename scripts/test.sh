@@ -8,9 +8,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
 
+# The small real model of tests/e2e/test_real_model_e2e.py builds from source for minutes the
+# first time: in the background, while the servers start and the linters run.
+model_log="$(mktemp "${TMPDIR:-/tmp}/cairn-model-setup.XXXXXX")"
+setsid bash scripts/setup_model.sh >"$model_log" 2>&1 &
+model_setup=$!  # its own process group: a stopped run stops the compilers too
+
 started_servers=""
 started_conductor=""
 cleanup() {
+    kill -- -"$model_setup" 2>/dev/null || true
     if [[ -n "$started_conductor" ]]; then
         CAIRN_LOCAL_CONDUCTOR_STATE="$started_conductor" bash deploy/local/conductor-down.sh || true
         rm -rf -- "$(dirname "$started_conductor")"
@@ -50,5 +57,10 @@ echo "== ruff" >&2
 .venv/bin/ruff format --check .
 echo "== mypy" >&2
 .venv/bin/mypy
+if [[ $# -eq 0 ]] && ! wait "$model_setup"; then
+    cat "$model_log" >&2
+    echo "setup failed: the small model's server (scripts/setup_model.sh) did not install" >&2
+    exit 1
+fi
 echo "== pytest (Kafka $CAIRN_KAFKA_BOOTSTRAP, MongoDB protocol $CAIRN_MONGO_URL, Conductor $CAIRN_CONDUCTOR_URL)" >&2
 .venv/bin/pytest -p no:cacheprovider -rfEs "$@"

@@ -1,7 +1,12 @@
-"""The system worker's consumer: `tasks.HTTP` and `tasks.EVENT` in the workers' groups
-(`<prefix>workers.HTTP`, `<prefix>workers.EVENT`, the groups SDK workers and the api's HTTP
-pollers of those types join too), each task run and its TaskResult published on `task.result`,
-keyed by the workflow id; a batch is acknowledged only after its results are published.
+"""The system worker's consumer: `tasks.<type>` of HTTP, EVENT and the AI tasks
+(LLM_CHAT_COMPLETE, LLM_TEXT_COMPLETE, LIST_MCP_TOOLS, CALL_MCP_TOOL) in the workers' groups
+(`<prefix>workers.<type>`, the groups SDK workers and the api's HTTP pollers of those types join
+too), each task run and its TaskResult published on `task.result`, keyed by the workflow id; a
+batch is acknowledged only after its results are published.
+
+- Secrets: `${secrets.NAME}` is resolved at the places the decider marked (`secretPaths`), in
+  memory, just before the task runs; the values of the secrets it used are masked (`***`) in its
+  output and reason (shared/secrets.py).
 
 - Delivery: at least once. A task message seen twice is run twice (an HTTP request made twice,
   an event published twice); the decider applies the first result and drops the second.

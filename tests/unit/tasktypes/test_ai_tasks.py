@@ -6,11 +6,13 @@ where the definition put them (shared/core/tasktypes/ai.py, shared/core/secret_r
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shared.core.validation import DefinitionError
+from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskStatus, WorkflowStatus
 from tests.unit.tasktypes.builders import NOW, Flow, join, task, timer_arms, workflow
@@ -224,3 +226,11 @@ def test_an_http_task_resolves_secrets_too() -> None:
     f = Flow(workflow(node))
     [message] = f.outbox(TaskMessage)
     assert message.secret_paths == [["http_request", "headers", "K"]]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).resolve().parents[3] / "examples" / "agents").glob("*.json")), ids=str
+)
+def test_the_agent_examples_register(path: Path) -> None:
+    definition = parse_workflow_def(json.loads(path.read_text()))
+    assert definition.budget is not None, "every agent example has a budget"
