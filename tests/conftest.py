@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from shared.topics import Topics
+from tests.ai.fixtures import llm, mcp  # noqa: F401 - fixtures for every test module
 from tests.needs import unavailable
 
 

@@ -126,18 +126,30 @@ def _arguments(raw: str | None) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-class OpenAIProvider:
+class _Configured:
+    """A provider of one configured integration: its name (for reasons) and its settings, whose
+    text may name secrets of the store."""
+
     def __init__(self, name: str, integration: LlmIntegration, secrets: SecretStore) -> None:
         self.name = name
         self.integration = integration
         self.secrets = secrets
-        self._client: openai.AsyncOpenAI | None = None
+
+    def _resolved(self, value: str | None) -> str | None:
+        return self.secrets.resolve_text(value, set()) if value else None
+
+    def _headers(self) -> dict[str, str]:
+        return {k: self.secrets.resolve_text(v, set()) for k, v in self.integration.headers.items()}
+
+
+class OpenAIProvider(_Configured):
+    _client: openai.AsyncOpenAI | None = None
 
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
             given = self.integration
-            api_key = self.secrets.resolve_text(given.api_key, set()) if given.api_key else None
-            headers = {k: self.secrets.resolve_text(v, set()) for k, v in given.headers.items()}
+            api_key = self._resolved(given.api_key)
+            headers = self._headers()
             try:
                 if given.provider == "azure_openai":
                     self._client = openai.AsyncAzureOpenAI(
@@ -265,21 +277,17 @@ def _openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-class AnthropicProvider:
-    def __init__(self, name: str, integration: LlmIntegration, secrets: SecretStore) -> None:
-        self.name = name
-        self.integration = integration
-        self.secrets = secrets
-        self._client: anthropic.AsyncAnthropic | None = None
+class AnthropicProvider(_Configured):
+    _client: anthropic.AsyncAnthropic | None = None
 
     def client(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
             given = self.integration
-            headers = {k: self.secrets.resolve_text(v, set()) for k, v in given.headers.items()}
+            headers = self._headers()
             if given.api_version:
                 headers["anthropic-version"] = given.api_version
             self._client = anthropic.AsyncAnthropic(
-                api_key=self.secrets.resolve_text(given.api_key, set()) if given.api_key else None,
+                api_key=self._resolved(given.api_key),
                 base_url=given.base_url,
                 max_retries=0,
                 timeout=given.timeout_seconds,

@@ -50,20 +50,6 @@ LOCAL_KEY = "sk-local-93ab1"
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    server = FakeLlm().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHttpServer]:
-    server = McpHttpServer(tmp_path_factory.mktemp("mcp-dev")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory, llm: FakeLlm, mcp: McpHttpServer) -> Iterator[DevServer]:
     logs = tmp_path_factory.mktemp("agents-dev")
     server = DevServer(

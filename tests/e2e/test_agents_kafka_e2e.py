@@ -12,7 +12,7 @@ MCP test server:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -42,20 +42,6 @@ from tests.e2e.cluster import Cluster, assert_stopped_cleanly
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 SLOW_MODEL_CALL = 5
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    server = FakeLlm().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHttpServer]:
-    server = McpHttpServer(tmp_path_factory.mktemp("mcp-kafka")).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

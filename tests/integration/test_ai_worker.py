@@ -31,20 +31,6 @@ AI_TYPES = ("LLM_CHAT_COMPLETE", "LLM_TEXT_COMPLETE", "LIST_MCP_TOOLS", "CALL_MC
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    server = FakeLlm().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHttpServer]:
-    server = McpHttpServer(tmp_path_factory.mktemp("mcp")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def bare() -> Iterator[BareMcp]:
     server = BareMcp()
     yield server

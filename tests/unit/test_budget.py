@@ -9,20 +9,7 @@ from typing import Any
 
 from shared.models.messages import RestartWorkflow, StartWorkflow, TaskMessage
 from shared.models.runtime import TaskStatus, WorkflowStatus
-from tests.unit.tasktypes.builders import Flow, do_while, join, simple, task, workflow
-
-
-def chat(ref: str = "chat", **inputs: Any) -> dict[str, Any]:
-    return task(
-        "LLM_CHAT_COMPLETE",
-        ref,
-        inputParameters={
-            "llmProvider": "openai",
-            "model": "gpt-4o-mini",
-            "messages": [{"role": "user", "message": "go"}],
-            **inputs,
-        },
-    )
+from tests.unit.tasktypes.builders import Flow, chat, do_while, join, simple, task, workflow
 
 
 def agent_loop(budget: dict[str, Any], iterations: int = 10, **fields: Any) -> Flow:

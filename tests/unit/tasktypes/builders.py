@@ -296,3 +296,17 @@ def timer_arms(decision: Decision) -> list[TimerRequest]:
 
 def noop(ref: str) -> dict[str, Any]:
     return task("NOOP", ref)
+
+
+def chat(ref: str = "chat", message: str = "go", **inputs: Any) -> dict[str, Any]:
+    """An LLM_CHAT_COMPLETE of gpt-4o-mini on the `openai` integration."""
+    return task(
+        "LLM_CHAT_COMPLETE",
+        ref,
+        inputParameters={
+            "llmProvider": "openai",
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "message": message}],
+            **inputs,
+        },
+    )

@@ -16,19 +16,11 @@ from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskStatus, WorkflowStatus
 from tests.unit.tasktypes.builders import NOW, Flow, join, task, timer_arms, workflow
+from tests.unit.tasktypes.builders import chat as llm_chat
 
 
 def chat(ref: str = "chat", **inputs: Any) -> dict[str, Any]:
-    return task(
-        "LLM_CHAT_COMPLETE",
-        ref,
-        inputParameters={
-            "llmProvider": "openai",
-            "model": "gpt-4o-mini",
-            "messages": [{"role": "user", "message": "${workflow.input.question}"}],
-            **inputs,
-        },
-    )
+    return llm_chat(ref, "${workflow.input.question}", **inputs)
 
 
 def call_tool(ref: str = "call", **inputs: Any) -> dict[str, Any]:
