@@ -179,7 +179,7 @@ class SystemWorker:
         except SecretError as error:
             return Outcome.terminal(str(error))
         except Exception as error:  # a bug here must fail one task, not wedge the partition
-            log.error("system task %s (%s) raised: %s", task.task_id, task_type, redactor.text(repr(error)))
+            log.exception("system task %s (%s) raised", task.task_id, task_type)  # masked by the log filter
             outcome = Outcome.failed(
                 f"the system worker failed running {task_type}: {type(error).__name__}: {error}"
             )
