@@ -169,6 +169,20 @@ async def until(
         await asyncio.sleep(0.05)
 
 
+async def until_scheduled(
+    api: httpx.AsyncClient, headers: dict[str, str], workflow_id: str, reference: str
+) -> None:
+    """Wait for the decider to schedule `reference`: a worker's result is decided on asynchronously."""
+    deadline = time.monotonic() + 30
+    while True:
+        body: dict[str, Any] = (await api.get(f"/api/workflow/{workflow_id}", headers=headers)).json()
+        references = [task.get("referenceTaskName") for task in body.get("tasks", [])]
+        if reference in references:
+            return
+        assert time.monotonic() < deadline, body
+        await asyncio.sleep(0.05)
+
+
 def result(task: dict[str, Any], output: dict[str, Any]) -> dict[str, Any]:
     return {
         "workflowInstanceId": task["workflowInstanceId"],
@@ -213,7 +227,7 @@ async def test_each_role_does_its_part_of_a_workflows_life(
     assert (await api.post("/api/tasks", json=result(nxt, {"done": True}), headers=worker)).status_code == 200
     running = {task["workflowInstanceId"], nxt["workflowInstanceId"]}
     assert running == {workflow_id, other}
-    await until(api, reader, workflow_id, "RUNNING")
+    await until_scheduled(api, reader, workflow_id, "approve")
     signal = await api.post(
         f"/api/tasks/{workflow_id}/approve/COMPLETED", json={"by": "ops"}, headers=operator
     )

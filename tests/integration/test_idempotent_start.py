@@ -45,6 +45,11 @@ def start(http: httpx.Client, name: str, key: str, strategy: str | None = None) 
 
 
 def finish(http: httpx.Client, workflow_id: str) -> None:
+    """Complete the WAIT task once the decider has scheduled it (it decides asynchronously)."""
+    for _ in range(300):
+        if http.get(f"/api/workflow/{workflow_id}").json().get("tasks"):
+            break
+        time.sleep(0.02)
     http.post(f"/api/tasks/{workflow_id}/w/COMPLETED", json={}).raise_for_status()
     for _ in range(300):
         if http.get(f"/api/workflow/{workflow_id}").json()["status"] == "COMPLETED":
