@@ -47,7 +47,6 @@ import threading
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Concatenate, ParamSpec, TypeVar
 
 from shared.adapters.embedded_bus_sql import (
@@ -65,6 +64,7 @@ from shared.adapters.embedded_bus_sql import (
     prune,
     rebalance,
 )
+from shared.adapters.sqlite_lane import SqliteLane
 from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
 
 P = ParamSpec("P")
@@ -76,44 +76,44 @@ log = logging.getLogger(__name__)
 
 
 class _Database:
-    """One connection, used only from one worker thread: a sqlite3 connection must stay on the
-    thread that made it, and lock waits (busy_timeout) then block that thread, never the loop."""
+    """The bus's connections to its file: short hot-path transactions (`inline=True`) on the
+    loop's thread, the rest on one worker thread, whose lock waits (busy_timeout) then block that
+    thread, never the loop (shared/adapters/sqlite_lane.py)."""
 
     def __init__(self, path: str) -> None:
-        self._path = path
-        self._executor: ThreadPoolExecutor | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._lane = SqliteLane(lambda same_thread: connect(path, same_thread), "cairn-bus-db")
 
     async def run(
-        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kwargs: P.kwargs
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> T:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="cairn-bus-db")
+        """On the worker thread."""
+        return await self._lane.run(lambda conn: fn(conn, *args, **kwargs))
 
-        def bound(conn: sqlite3.Connection) -> T:
-            return fn(conn, *args, **kwargs)
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, bound)
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._conn is None:
-            self._conn = connect(self._path)
-        return fn(self._conn)
+    async def run_inline(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """On the loop's thread unless the write lock is held elsewhere: `fn` must be one
+        transaction (or a read) that is safe to run again after a rollback."""
+        return await self._lane.run(lambda conn: fn(conn, *args, **kwargs), inline=True)
 
     async def close(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        await asyncio.get_running_loop().run_in_executor(executor, self._close_connection)
-        executor.shutdown(wait=False)
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        await self._lane.close()
 
 
 # ---------------------------------------------------------------- in-process wake-ups ----------
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class _LocalMembers:
@@ -227,6 +227,9 @@ class _Member:
     def _threadsafe(self, callback: Callable[[], None]) -> None:
         if self._loop is None:
             return
+        if self._loop is _running_loop():  # a publish on this member's own loop: no self-pipe write
+            callback()
+            return
         try:
             self._loop.call_soon_threadsafe(callback)
         except RuntimeError:  # its loop is closed: a member that was never closed
@@ -238,7 +241,7 @@ class _Member:
         one that gave partitions back tells this process's peers to take them now."""
         bus = self._bus
         self._rebalance_due = False  # before the call: a nudge arriving meanwhile is kept
-        balance = await bus.db.run(
+        balance = await bus.db.run_inline(
             rebalance, self.group, self.id, self.topics, bus.partitions, bus.session_ms
         )
         if balance.released:
@@ -253,7 +256,7 @@ class _Member:
                 if self._rebalance_due or asyncio.get_running_loop().time() >= self._next_rebalance:
                     await self._rebalance()
                 self._wakeup.clear()  # before the fetch: a publish after it is not missed
-                batch = await self._bus.db.run(
+                batch = await self._bus.db.run_inline(
                     fetch, self.group, self.id, self._max_batch, next(self._rotation)
                 )
                 if not batch:
@@ -275,7 +278,7 @@ class _Member:
             log.exception("handler for %s failed; the batch will be delivered again", self.topics)
             return False
         positions = {(m.topic, m.partition): m.offset + 1 for m in batch}  # offsets ascend per partition
-        refused = await self._bus.db.run(commit, self.group, self.id, positions)
+        refused = await self._bus.db.run_inline(commit, self.group, self.id, positions)
         if refused:
             log.warning("lost %s before committing; the new owner delivers them again", refused)
         return True
@@ -301,7 +304,7 @@ class _Member:
         while True:
             await asyncio.sleep(self._bus.heartbeat_s)
             try:
-                await self._bus.db.run(heartbeat, self.group, self.id, self._bus.session_ms)
+                await self._bus.db.run_inline(heartbeat, self.group, self.id, self._bus.session_ms)
             except Exception:
                 log.warning("embedded bus heartbeat failed for %s", self.group, exc_info=True)
 
@@ -405,7 +408,7 @@ class EmbeddedBus:
         while True:
             await asyncio.sleep(self.poll_interval_s)
             try:
-                now = await self.db.run(high_watermarks)
+                now = await self.db.run_inline(high_watermarks)
             except Exception:
                 log.warning("embedded bus watcher could not read the high watermarks", exc_info=True)
                 continue
@@ -431,7 +434,7 @@ class EmbeddedBus:
         """Append in one transaction; returns after COMMIT, then wakes local consumers."""
         if not messages:
             return
-        await self.db.run(append, list(messages), self.partitions, self._partition_for)
+        await self.db.run_inline(append, list(messages), self.partitions, self._partition_for)
         _LOCAL.wake_topics(self.path, {message.topic for message in messages})
 
     def _partition_for(self, key: str | None, partitions: int) -> int:

@@ -91,9 +91,11 @@ def now_ms() -> int:
 # Every function below runs on the bus's database thread and is one short transaction.
 
 
-def connect(path: str) -> sqlite3.Connection:
+def connect(path: str, check_same_thread: bool = True) -> sqlite3.Connection:
     # isolation_level=None: no implicit transactions, only the explicit BEGINs below.
-    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn = sqlite3.connect(
+        path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread
+    )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")

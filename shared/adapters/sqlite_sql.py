@@ -147,8 +147,10 @@ def sql_limit(limit: int) -> int:
 # ---- connection and transactions (run on the adapter's thread) ----
 
 
-def connect(path: str) -> sqlite3.Connection:
-    connection = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+def connect(path: str, check_same_thread: bool = True) -> sqlite3.Connection:
+    connection = sqlite3.connect(
+        path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread
+    )
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")

@@ -24,15 +24,14 @@ The schema, the rows and the transactions themselves are in `sqlite_sql`.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from shared.adapters.sqlite_lane import SqliteLane
 from shared.adapters.sqlite_search import search, search_row, search_tasks
 from shared.adapters.sqlite_sql import (
     HEADS_SQL,
@@ -106,34 +105,28 @@ class SqliteStore:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-sqlite-store")
-        self._connection: sqlite3.Connection | None = None
+        self._lane = SqliteLane(lambda same_thread: connect(path, same_thread), "cairn-sqlite-store")
         self._snapshots = _Snapshots()
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` on the adapter's thread, with its connection."""
-        connection = self._connection
-        if connection is None:
+    async def _run(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+        """Run `work` with a connection: `inline` for a short hot-path read or transaction that is
+        safe to run again after a rollback (shared/adapters/sqlite_lane.py), else on the thread."""
+        if not self._lane.is_open:
             raise RuntimeError("SqliteStore is not open: call open() first")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, work, connection)
+        return await self._lane.run(work, inline=inline)
 
-    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` as one write transaction on the adapter's thread."""
-        return await self._run(lambda connection: in_transaction(connection, work))
+    async def _write(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+        """Run `work` as one write transaction."""
+        return await self._run(lambda connection: in_transaction(connection, work), inline=inline)
 
     async def open(self) -> None:
         """Open the file (created if missing) and its tables; safe on every start, from any
         number of processes at once."""
-        if self._connection is None:
-            loop = asyncio.get_running_loop()
-            self._connection = await loop.run_in_executor(self._executor, connect, self._path)
+        await self._lane.open()
         await self._write(create_schema)
 
     async def close(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await asyncio.get_running_loop().run_in_executor(self._executor, connection.close)
-        self._executor.shutdown(wait=True)
+        await self._lane.close()
 
     # ---- definitions ----
 
@@ -154,7 +147,8 @@ class SqliteStore:
         else:
             sql, params = "WHERE name = ? AND version = ?", (name, version)
         row = await self._run(
-            lambda c: c.execute(f"SELECT body FROM store_workflow_defs {sql}", params).fetchone()
+            lambda c: c.execute(f"SELECT body FROM store_workflow_defs {sql}", params).fetchone(),
+            inline=True,
         )
         return None if row is None else WorkflowDef.model_validate_json(row[0])
 
@@ -212,7 +206,8 @@ class SqliteStore:
             lambda c: c.execute(
                 "SELECT body FROM store_task_defs WHERE name IN (SELECT value FROM json_each(?))",
                 (param,),
-            ).fetchall()
+            ).fetchall(),
+            inline=True,
         )
         found = [TaskDef.model_validate_json(body) for (body,) in rows]
         return {task_def.name: task_def for task_def in found}
@@ -243,7 +238,8 @@ class SqliteStore:
             lambda c: c.execute(
                 "SELECT id, body FROM store_snapshots WHERE id IN (SELECT value FROM json_each(?))",
                 (param,),
-            ).fetchall()
+            ).fetchall(),
+            inline=True,
         )
         for snapshot_id, body in rows:
             self._snapshots.remember(snapshot_id, WorkflowDef.model_validate_json(body), body)
@@ -253,7 +249,8 @@ class SqliteStore:
     ) -> dict[str, WorkflowDocument]:
         param = ids_param(workflow_ids)
         rows = await self._run(
-            lambda c: select_workflows(c, "WHERE id IN (SELECT value FROM json_each(?))", (param,))
+            lambda c: select_workflows(c, "WHERE id IN (SELECT value FROM json_each(?))", (param,)),
+            inline=True,
         )
         return {document.workflow_id: document for document in await self._documents(rows)}
 
@@ -266,11 +263,11 @@ class SqliteStore:
         """From the compact heads column written with each commit: no parse of the document.
         Rows written before that column existed are read with SQLite's JSON functions."""
         param = ids_param(workflow_ids)
-        rows = await self._run(lambda c: c.execute(HEADS_SQL, (param,)).fetchall())
+        rows = await self._run(lambda c: c.execute(HEADS_SQL, (param,)).fetchall(), inline=True)
         heads = {wid: decode_heads(wid, status, text) for wid, status, text in rows if text is not None}
         older = ids_param([wid for wid, _, text in rows if text is None])
         if older != "[]":
-            legacy = await self._run(lambda c: c.execute(LEGACY_HEADS_SQL, (older,)).fetchall())
+            legacy = await self._run(lambda c: c.execute(LEGACY_HEADS_SQL, (older,)).fetchall(), inline=True)
             for wid, status, ref, task_id, reference, task_type, task_status, dispatches, retries in legacy:
                 found = heads.setdefault(wid, WorkflowHeads(wid, WorkflowStatus(status), {}))
                 if ref is not None:
@@ -313,7 +310,8 @@ class SqliteStore:
                 "SELECT workflow_id FROM store_task_index WHERE task_id = ?"
                 " UNION ALL SELECT workflow_id FROM store_tasks WHERE id = ? LIMIT 1",
                 (task_id, task_id),
-            ).fetchone()
+            ).fetchone(),
+            inline=True,
         )
         return None if row is None else str(row[0])
 
@@ -345,12 +343,12 @@ class SqliteStore:
         if not commits:
             return []
         prepared = [self._prepare(commit) for commit in commits]
-        return await self._write(lambda c: [apply_commit(c, commit) for commit in prepared])
+        return await self._write(lambda c: [apply_commit(c, commit) for commit in prepared], inline=True)
 
     async def mark_outboxes_sent(self, published: Sequence[tuple[str, int]]) -> None:
         if published:
             rows = list(published)
-            await self._write(lambda c: clear_outboxes(c, rows))
+            await self._write(lambda c: clear_outboxes(c, rows), inline=True)
 
     async def find_unpublished(self, older_than: int, limit: int) -> list[str]:
         rows = await self._run(
@@ -439,11 +437,12 @@ class SqliteStore:
     async def upsert_tasks(self, tasks: Sequence[TaskState]) -> None:
         rows = [task_row(task) for task in tasks]
         if rows:
-            await self._write(lambda c: write_tasks(c, rows))
+            await self._write(lambda c: write_tasks(c, rows), inline=True)
 
     async def get_task(self, task_id: str) -> TaskState | None:
         row = await self._run(
-            lambda c: c.execute("SELECT body FROM store_tasks WHERE id = ?", (task_id,)).fetchone()
+            lambda c: c.execute("SELECT body FROM store_tasks WHERE id = ?", (task_id,)).fetchone(),
+            inline=True,
         )
         return None if row is None else TaskState.model_validate_json(row[0])
 
@@ -460,14 +459,18 @@ class SqliteStore:
         whose lease has run out; a live claim makes the upsert change no row."""
         if lease_ms <= 0:
             raise ValueError("claim_task: lease_ms must be positive")
-        return await self._write(lambda c: claim_task(c, task_id, worker_id, now, now + lease_ms))
+        return await self._write(
+            lambda c: claim_task(c, task_id, worker_id, now, now + lease_ms), inline=True
+        )
 
     async def renew_task_claim(self, task_id: str, holder: str, now: int, lease_ms: int) -> bool:
         """The same upsert, which also updates the holder's own row (live or not); a pruned
         expired claim is simply claimed again."""
         if lease_ms <= 0:
             raise ValueError("renew_task_claim: lease_ms must be positive")
-        return await self._write(lambda c: claim_task(c, task_id, holder, now, now + lease_ms, renew=True))
+        return await self._write(
+            lambda c: claim_task(c, task_id, holder, now, now + lease_ms, renew=True), inline=True
+        )
 
     # ---- timers ----
 
@@ -482,20 +485,22 @@ class SqliteStore:
                 " claim_until = excluded.claim_until, claimed_by = excluded.claimed_by,"
                 " body = excluded.body",
                 params,
-            )
+            ),
+            inline=True,
         )
 
     async def delete_timers(self, timer_ids: Sequence[str]) -> None:
         if timer_ids:
             param = ids_param(timer_ids)
             await self._write(
-                execute("DELETE FROM store_timers WHERE id IN (SELECT value FROM json_each(?))", (param,))
+                execute("DELETE FROM store_timers WHERE id IN (SELECT value FROM json_each(?))", (param,)),
+                inline=True,
             )
 
     async def claim_due_timers(self, now: int, owner: str, lease_ms: int, limit: int) -> list[TimerRecord]:
         """Find and claim in one BEGIN IMMEDIATE transaction: exclusive across processes."""
         until = now + lease_ms
-        claimed = await self._write(lambda c: claim_timers(c, now, owner, until, limit))
+        claimed = await self._write(lambda c: claim_timers(c, now, owner, until, limit), inline=True)
         return [
             TimerRecord.model_validate_json(body).model_copy(
                 update={"claim_until": until, "claimed_by": owner}
