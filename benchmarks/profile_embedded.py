@@ -7,12 +7,12 @@ runs `--workflows` workflows of `--k` no-op steps at `--concurrency`, and report
 
 1. The hops of each step, from timestamps the engine already writes to the state file (no engine
    change, millisecond resolution, medians over all steps):
-   decision -> dispatch published  (decider: decide, store commit, bus append: `task.dispatch`)
-   -> tasks.<type> published       (bus wake-up of the scheduler, its append)
+   decision -> dispatch published  (decider: decide, store commit, bus append: `tasks.<type>`)
    -> handed to the poller         (bus wake-up of the api's dispatcher, long-poll hand-out:
                                     workflow load + claim write; the claim row's lease start)
    -> result published             (HTTP response to the worker, the worker's POST /api/tasks:
-                                    workflow load, checks, bus append: `task.result`)
+                                    workflow load, checks, bus append: `task.result`; the
+                                    api's "started" report on that topic is not counted)
    -> next decision                (bus wake-up of the decider: the round's clock reading)
 2. With py-spy on PATH or beside this Python (`pip install py-spy`): the dev process's on-CPU samples,
    grouped by the innermost recognisable layer (HTTP stack, OpenTelemetry, pydantic, SQLite,
@@ -41,7 +41,6 @@ from tests.e2e.cluster import _die_with_parent
 
 HOPS = (
     "decide+commit+publish dispatch",
-    "scheduler hop",
     "dispatcher hand-out",
     "worker round trip + result publish",
     "decider pickup",
@@ -55,12 +54,14 @@ def step_hops(db: Path, name_prefix: str) -> dict[str, list[int]]:
         published: dict[tuple[str, str], int] = {}
         rows = connection.execute(
             "SELECT topic, value, published_at FROM bus_messages"
-            " WHERE topic IN ('cairn.task.dispatch', 'cairn.task.result') OR topic LIKE 'cairn.tasks.%'"
+            " WHERE topic = 'cairn.task.result' OR topic LIKE 'cairn.tasks.%'"
         ).fetchall()
         lease_of: dict[str, int] = {}
         for topic, value, published_at in rows:
             message = json.loads(value)
-            kind = {"cairn.task.dispatch": "dispatch", "cairn.task.result": "result"}.get(topic, "tasks")
+            if message.get("status") == "IN_PROGRESS":
+                continue  # the api's "started" report (and heartbeats): not the result
+            kind = "result" if topic == "cairn.task.result" else "tasks"
             published.setdefault((kind, message["taskId"]), published_at)
             if "responseTimeoutSeconds" in message:
                 lease_of[message["taskId"]] = message["responseTimeoutSeconds"] * 1000 or 3_600_000
@@ -84,7 +85,6 @@ def step_hops(db: Path, name_prefix: str) -> dict[str, list[int]]:
         try:
             marks = [
                 task["scheduledTime"],
-                published[("dispatch", task_id)],
                 published[("tasks", task_id)],
                 claims[task_id] - lease_of[task_id],
                 published[("result", task_id)],

@@ -105,7 +105,10 @@ class Topics:
     def for_outbox(self, message: OutboxMessage) -> str:
         match message:
             case TaskMessage():
-                return self.task_dispatch
+                # Straight to the workers' topic: the scheduler only forwarded it unchanged (no
+                # rate or concurrency limits are supported), one append, fetch and offset commit
+                # per step for nothing. It still forwards what older deciders put on task.dispatch.
+                return self.tasks(message.task_type)
             case TimerRequest():
                 return self.timer_request
             case WorkflowEvent():

@@ -1,7 +1,11 @@
-"""The scheduler: turns task dispatch requests into messages on `tasks.<taskType>` topics.
+"""The scheduler: forwards task dispatch requests from `task.dispatch` to `tasks.<taskType>`.
 
-Rate limits, concurrency limits, priorities and start delays will live here; for now every
-dispatch request is forwarded at once, keyed by workflow id, carrying the trace context on.
+Since issue 16 the decider's outbox publishes a dispatch straight to `tasks.<taskType>`
+(shared/topics.py `for_outbox`): forwarding it unchanged cost every step one more append, fetch
+and offset commit, and a hop of latency. The scheduler keeps consuming `task.dispatch` so that
+dispatches an older decider wrote there (a rolling upgrade, a backlog) still reach the workers.
+Rate limits, concurrency limits and priorities, when Cairn supports them, are where a dispatch
+would come back through here: the decider would send only the limited task types this way.
 """
 
 from __future__ import annotations

@@ -237,7 +237,9 @@ async def test_mongo_server_killed_mid_workflow_services_retry_and_resume(
 
     watcher = KafkaBus(servers.kafka_bootstrap, client_id="outage-watch")
     watcher.subscribe(
-        [cluster.topics.task_dispatch, cluster.topics.workflow_events], cluster.topics.group("watch"), watch
+        [*(cluster.topics.tasks(d["name"]) for d in TASK_DEFS), cluster.topics.workflow_events],
+        cluster.topics.group("watch"),
+        watch,
     )
     await watcher.start()
     try:

@@ -82,8 +82,9 @@ def pipeline_start(workflow_id: str) -> StartWorkflow:
 
 
 def dispatches(bus_file: Path, topic: str) -> list[TaskMessage]:
+    """The task messages on `topic`, a LIKE pattern (`Topics().tasks("%")`: every worker topic)."""
     with sqlite3.connect(bus_file) as connection:
-        rows = connection.execute("SELECT value FROM bus_messages WHERE topic = ?", (topic,)).fetchall()
+        rows = connection.execute("SELECT value FROM bus_messages WHERE topic LIKE ?", (topic,)).fetchall()
     return [TaskMessage.model_validate_json(value) for (value,) in rows]
 
 
@@ -123,7 +124,7 @@ async def test_two_deciders_same_stale_read_one_commit_no_double_schedule(
         final = await second.load_workflow("wf-race")
         assert final is not None and final.version == 2, "the loser re-read and found nothing to do"
         assert final.state.tasks["add"].status is TaskStatus.COMPLETED
-        mul = [m for m in dispatches(bus_file, topics.task_dispatch) if m.reference_task_name == "mul"]
+        mul = [m for m in dispatches(bus_file, topics.tasks("%")) if m.reference_task_name == "mul"]
         # One execution, dispatched once: the loser may re-publish the winner's still-unsent
         # outbox (that is how a decision repairs a crash between commit and publish), but only
         # as the same message, which workers and the api's claim recognise by its id.
@@ -203,7 +204,7 @@ async def test_start_signal_and_timer_delivered_ten_times_change_the_workflow_on
         assert document is not None and document.version == 4
         retry = document.state.tasks["add"]
         assert retry.retry_count == 1 and retry.dispatch_count == 1 and retry.input_data == {"n": 1, "add": 2}
-        sent = {(m.task_id, m.poll_count) for m in dispatches(bus_file, topics.task_dispatch)}
+        sent = {(m.task_id, m.poll_count) for m in dispatches(bus_file, topics.tasks("%"))}
         assert sent == {(add.task_id, 1), (retry.task_id, 1)}, "each execution dispatched once"
     finally:
         await bus.stop()
