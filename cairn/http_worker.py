@@ -1,6 +1,8 @@
 """Running @worker functions over HTTP: long-poll Cairn's (Conductor-compatible) task API and
-report results with `POST /api/tasks`. Same functions, same outcomes as the Kafka WorkerRunner;
-use it against `cairn dev` or the api service when workers cannot reach Kafka.
+report results with Conductor's `POST /api/tasks/update-v2`, whose answer carries the next task
+of the type when one is waiting (the slot runs it without another poll). Same functions, same
+outcomes as the Kafka WorkerRunner; use it against `cairn dev` or the api service when workers
+cannot reach Kafka. Its HTTP client is aiohttp (cairn/http_api.py says why).
 
 Each task type has one poll loop that asks for as many tasks as it has free slots, so a worker
 never holds tasks it cannot start. A result that cannot be delivered is retried with backoff; a
@@ -22,7 +24,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 from opentelemetry import trace
 from tenacity import (
     AsyncRetrying,
@@ -32,7 +33,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from cairn.auth import ApiKey, ApiKeyAuth
+from cairn.auth import ApiKey
+from cairn.http_api import ApiSession, ApiUnreachable, TokenRefused
 from cairn.worker import WorkerSpec, execute, registered_workers
 from shared import telemetry
 from shared.models.messages import TaskMessage, TaskResult
@@ -107,20 +109,16 @@ class HttpWorkerRunner:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll until `stop` is set, then finish in-flight tasks, report them, and return."""
-        timeout = httpx.Timeout(10.0, read=self.long_poll_ms / 1000 + 10.0)
-        transport = httpx.AsyncHTTPTransport(retries=3)  # connection errors only
         threads = ThreadPoolExecutor(self.concurrency * len(self.workers), thread_name_prefix="cairn-worker")
+        connections = (self.concurrency + 1) * len(self.workers)
         try:
-            auth = ApiKeyAuth(self.server, self.api_key) if self.api_key else None
-            async with httpx.AsyncClient(
-                base_url=self.server, timeout=timeout, transport=transport, auth=auth
-            ) as client:
-                await asyncio.gather(*(self._poll_loop(client, spec, stop, threads) for spec in self.workers))
+            async with ApiSession(self.server, self.api_key, connections=connections) as api:
+                await asyncio.gather(*(self._poll_loop(api, spec, stop, threads) for spec in self.workers))
         finally:
             threads.shutdown(wait=False)
 
     async def _poll_loop(
-        self, client: httpx.AsyncClient, spec: WorkerSpec, stop: asyncio.Event, threads: ThreadPoolExecutor
+        self, api: ApiSession, spec: WorkerSpec, stop: asyncio.Event, threads: ThreadPoolExecutor
     ) -> None:
         slots = asyncio.Semaphore(self.concurrency)
         running: set[asyncio.Task[None]] = set()
@@ -132,9 +130,9 @@ class HttpWorkerRunner:
                 await slots.acquire()
                 free += 1
             try:
-                tasks = await self._poll(client, spec.task_type, free, stop)
+                tasks = await self._poll(api, spec.task_type, free, stop)
                 failures = 0
-            except (httpx.HTTPError, ValueError) as error:
+            except (ApiUnreachable, TokenRefused, ValueError) as error:
                 failures += 1
                 delay = min(0.2 * 2 ** min(failures, 5), 5.0)
                 log.warning("polling %s failed (%s); retrying in %.1fs", spec.task_type, error, delay)
@@ -143,47 +141,64 @@ class HttpWorkerRunner:
             for _ in range(free - len(tasks)):
                 slots.release()
             for body in tasks:
-                job = asyncio.create_task(self._run_one(client, spec, body, slots, threads))
+                job = asyncio.create_task(self._run_in_slot(api, spec, body, slots, threads, stop))
                 running.add(job)
                 job.add_done_callback(running.discard)
         if running:
             await asyncio.gather(*running)
 
     async def _poll(
-        self, client: httpx.AsyncClient, task_type: str, count: int, stop: asyncio.Event
+        self, api: ApiSession, task_type: str, count: int, stop: asyncio.Event
     ) -> list[dict[str, Any]]:
         request = asyncio.create_task(
-            client.get(
+            api.request(
+                "GET",
                 f"/api/tasks/poll/batch/{task_type}",
                 params={"count": count, "timeout": self.long_poll_ms, "workerid": self.worker_id},
+                timeout_s=self.long_poll_ms / 1000 + 10.0,
             )
         )
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({request, stopping}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
-        if not request.done():
-            # A stop mid long-poll: the api may already have handed us tasks, so wait for them.
-            response = await request
-        else:
-            response = request.result()
+        # A stop mid long-poll: the api may already have handed us tasks, so wait for them.
+        response = await request
         if response.status_code == 204:
             return []
         if response.status_code in (401, 403):
-            raise ValueError(f"the api refused the poll ({response.status_code}): {_message(response)}")
+            raise ValueError(f"the api refused the poll ({response.status_code}): {response.message()}")
         response.raise_for_status()
         tasks = response.json()
         if not isinstance(tasks, list):
             raise ValueError(f"poll answered {type(tasks).__name__}, expected a list")
         return tasks
 
-    async def _run_one(
+    async def _run_in_slot(
         self,
-        client: httpx.AsyncClient,
+        api: ApiSession,
         spec: WorkerSpec,
         body: dict[str, Any],
         slots: asyncio.Semaphore,
         threads: ThreadPoolExecutor,
+        stop: asyncio.Event,
     ) -> None:
+        """Run the task, and the next ones its reports brought back (update-v2), in one slot."""
+        next_body: dict[str, Any] | None = body
+        try:
+            while next_body is not None:
+                next_body = await self._run_one(api, spec, next_body, threads, stop)
+        finally:
+            slots.release()
+
+    async def _run_one(
+        self,
+        api: ApiSession,
+        spec: WorkerSpec,
+        body: dict[str, Any],
+        threads: ThreadPoolExecutor,
+        stop: asyncio.Event,
+    ) -> dict[str, Any] | None:
+        """Run one task and report it; the next task of its type, when the report brought one."""
         try:
             task = task_from_conductor(body)
             with tracer.start_as_current_span(
@@ -195,21 +210,20 @@ class HttpWorkerRunner:
                     spec,
                     task,
                     self.worker_id,
-                    send_heartbeat=lambda beat: self._send_heartbeat(client, beat),
+                    send_heartbeat=lambda beat: self._send_heartbeat(api, beat),
                     auto_heartbeat=self.auto_heartbeat,
                     executor=threads,
                 )
-            await self._report(client, result)
+            return await self._report(api, result, poll_next=not stop.is_set())
         except Exception:
             log.exception("task %s could not be run or reported", body.get("taskId"))
-        finally:
-            slots.release()
+            return None
 
-    async def _send_heartbeat(self, client: httpx.AsyncClient, beat: TaskResult) -> bool:
+    async def _send_heartbeat(self, api: ApiSession, beat: TaskResult) -> bool:
         """One attempt, no retries: the next beat is the retry. False on 409 (the execution timed
         out, was retried, or its workflow ended), which stops the beats for it."""
-        response = await client.post(
-            "/api/tasks", json=result_to_conductor(beat), timeout=HEARTBEAT_TIMEOUT_S
+        response = await api.request(
+            "POST", "/api/tasks", json_body=result_to_conductor(beat), timeout_s=HEARTBEAT_TIMEOUT_S
         )
         if response.status_code == 409:
             log.info("task %s is no longer current; heartbeats stopped: %s", beat.task_id, response.text)
@@ -217,13 +231,18 @@ class HttpWorkerRunner:
         response.raise_for_status()
         return True
 
-    async def _report(self, client: httpx.AsyncClient, result: TaskResult) -> None:
-        """Deliver a finished task's result. The work is done and only the report is missing, so
-        an api that is down or failing (a restart, a rollout, a database hiccup) is retried with
-        backoff for up to RESULT_REPORT_BUDGET_S; the server's 409 says when the result no
-        longer matters (the execution timed out or was superseded meanwhile)."""
+    async def _report(self, api: ApiSession, result: TaskResult, *, poll_next: bool) -> dict[str, Any] | None:
+        """Deliver a finished task's result; with `poll_next`, through Conductor's update-v2, whose
+        answer is the next task of the same type when one is waiting (saving a poll per task).
+
+        The work is done and only the report is missing, so an api that is down or failing (a
+        restart, a rollout, a database hiccup) is retried with backoff for up to
+        RESULT_REPORT_BUDGET_S; the server's 409 says when the result no longer matters (the
+        execution timed out or was superseded meanwhile). A next task handed out with an answer
+        that was lost goes back to its queue when the api's hand-out confirmation time runs out."""
+        path = "/api/tasks/update-v2" if poll_next else "/api/tasks"
         retrying = AsyncRetrying(
-            retry=retry_if_exception_type((httpx.TransportError, _ServerFailed)),
+            retry=retry_if_exception_type((ApiUnreachable, _ServerFailed)),
             wait=wait_exponential(multiplier=0.2, max=5),
             stop=stop_after_delay(RESULT_REPORT_BUDGET_S),
             before_sleep=before_sleep_log(log, logging.WARNING),
@@ -231,24 +250,26 @@ class HttpWorkerRunner:
         )
         async for attempt in retrying:
             with attempt:
-                response = await client.post("/api/tasks", json=result_to_conductor(result))
+                response = await api.request("POST", path, json_body=result_to_conductor(result))
                 if response.status_code == 409:
                     log.info(
                         "task %s is no longer current; result dropped: %s", result.task_id, response.text
                     )
-                    return
+                    return None
                 if response.status_code >= 500:
                     raise _ServerFailed(
                         f"reporting task {result.task_id}: server answered {response.status_code}"
                     )
-                response.raise_for_status()
-
-
-def _message(response: httpx.Response) -> str:
-    try:
-        return str(response.json().get("message", response.text))
-    except (ValueError, AttributeError):
-        return response.text
+                if response.status_code >= 400:
+                    raise ValueError(
+                        f"reporting task {result.task_id}: the api answered {response.status_code}: "
+                        f"{response.message()}"
+                    )
+                if poll_next and response.status_code == 200:
+                    following = response.json()
+                    return following if isinstance(following, dict) and following.get("taskId") else None
+                return None
+        return None
 
 
 class _ServerFailed(Exception):
