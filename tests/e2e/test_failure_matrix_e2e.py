@@ -244,10 +244,17 @@ async def test_each_service_sigkilled_mid_workflow_and_restarted(
     services: KafkaMongoPlatform, victim: str
 ) -> None:
     """Row 5: SIGKILL one service while workflows are between steps (a retry timer pending, a
-    worker task in flight), restart it: every workflow resumes from its persisted state."""
+    worker task in flight), restart it: every workflow resumes from its persisted state.
+
+    Every task's response timeout outlasts the outage: killing the api for ~4 s (2 s down, then
+    its start) while a worker's report is in flight is, by the semantics, a report that cannot
+    arrive, and a 3 s responseTimeoutSeconds would time the task out (seen in CI: an echo task's
+    update-v2 cut by the kill, TIMED_OUT before the api was back). A report outliving an outage
+    is `test_a_result_finished_while_the_api_is_down_is_delivered_when_it_returns`'s row; this
+    one is about resuming from persisted state."""
     await services.api.register(
         task_def("matrix_always_fail", retryCount=1, retryDelaySeconds=2),
-        task_def("matrix_echo", retryCount=0),
+        task_def("matrix_echo", retryCount=0, responseTimeoutSeconds=30),
         task_def("matrix_slow", retryCount=0, responseTimeoutSeconds=30),
         {
             "name": "matrix_steps",
