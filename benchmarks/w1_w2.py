@@ -64,7 +64,10 @@ DURABILITY = {
     "embedded": "SQLite WAL, synchronous=NORMAL (no fsync per commit: survives a process kill, "
     "may lose the last transactions on an OS crash or power cut); every step's store commit and "
     "bus publish is committed before it is acknowledged",
+    "embedded-full": "SQLite WAL, synchronous=FULL (CAIRN_SQLITE_SYNCHRONOUS=FULL: the WAL is fsynced at "
+    "every commit, so a committed step also survives an OS crash or power cut); otherwise as embedded",
 }
+MODES = {"both": ["embedded", "kafka"], "all": ["embedded", "embedded-full", "kafka"]}
 
 # One-off figures of BENCHMARKS.md ("seen once on this kind of machine"), not measured here.
 PEERS_W1_K10_STEPS_PER_S = {"Restate": 1411.0, "DBOS": 382.0, "Temporal dev server": 237.0}
@@ -557,10 +560,13 @@ async def embedded_driver(
     worker_concurrency: int = 20,
     observe: str = "events",
     count_sqlite: bool = True,
+    synchronous: str = "NORMAL",
 ) -> AsyncIterator[EmbeddedDriver]:
-    """`cairn dev` and one HTTP worker, with `definitions` registered beside the benchmark's own."""
+    """`cairn dev` (at the given SQLite synchronous level) and one HTTP worker, with
+    `definitions` registered beside the benchmark's own."""
     run_dir = Path(tempfile.mkdtemp(prefix="cairn-bench-embedded."))
-    driver = EmbeddedDriver(run_dir, worker_concurrency, observe, count_sqlite)
+    dev_env = {"CAIRN_SQLITE_SYNCHRONOUS": synchronous}
+    driver = EmbeddedDriver(run_dir, worker_concurrency, observe, count_sqlite, dev_env=dev_env)
     try:
         await driver.start(*definitions)
         yield driver
@@ -569,10 +575,18 @@ async def embedded_driver(
 
 
 async def run_embedded(
-    runs: int, quick: bool, worker_concurrency: int, observe: str, count_sqlite: bool
+    runs: int,
+    quick: bool,
+    worker_concurrency: int,
+    observe: str,
+    count_sqlite: bool,
+    synchronous: str = "NORMAL",
 ) -> list[dict[str, Any]]:
     async with embedded_driver(
-        worker_concurrency=worker_concurrency, observe=observe, count_sqlite=count_sqlite
+        worker_concurrency=worker_concurrency,
+        observe=observe,
+        count_sqlite=count_sqlite,
+        synchronous=synchronous,
     ) as driver:
         return await measure(driver, runs, quick)
 
@@ -592,7 +606,7 @@ def _commit() -> str | None:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    modes = ["embedded", "kafka"] if args.mode == "both" else [args.mode]
+    modes = MODES.get(args.mode, [args.mode])
     results: dict[str, Any] = {
         "command": "python -m benchmarks.w1_w2 " + " ".join(sys.argv[1:]),
         "commit": _commit(),
@@ -601,9 +615,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     }
     for mode in modes:
         print(f"mode {mode}: {args.runs} run(s){' (quick)' if args.quick else ''}", flush=True)
-        if mode == "embedded":
+        if mode.startswith("embedded"):
             runs = await run_embedded(
-                args.runs, args.quick, args.worker_concurrency, args.observe, not args.no_sqlite_counters
+                args.runs,
+                args.quick,
+                args.worker_concurrency,
+                args.observe,
+                not args.no_sqlite_counters,
+                synchronous="FULL" if mode == "embedded-full" else "NORMAL",
             )
         else:
             runs = await run_kafka(args.runs, args.quick)
@@ -690,7 +709,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--mode", choices=("embedded", "kafka", "both"), default="both")
+    parser.add_argument(
+        "--mode",
+        choices=("embedded", "embedded-full", "kafka", "both", "all"),
+        default="both",
+        help="embedded-full: cairn dev with CAIRN_SQLITE_SYNCHRONOUS=FULL; both: embedded and kafka; "
+        "all: embedded, embedded-full and kafka",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller workloads, for a smoke run")
     parser.add_argument("--json", type=Path, help="also write raw results to this file")

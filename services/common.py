@@ -147,12 +147,13 @@ def embedded_bus(path: str, settings: CairnSettings) -> Bus:
         kept_longer={settings.topics.dead_letter: DEAD_LETTER_RETENTION_S},
         stable_members=True,
         group_retention_s=settings.bus_group_retention_s,
+        synchronous=settings.sqlite_synchronous,
     )
 
 
-async def sqlite_store(path: str) -> Store:
+async def sqlite_store(path: str, settings: CairnSettings) -> Store:
     from shared.adapters.sqlite_store import SqliteStore
 
-    store = SqliteStore(path)
+    store = SqliteStore(path, settings.sqlite_synchronous)
     await store.open()
     return store

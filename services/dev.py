@@ -40,7 +40,7 @@ async def _adapters(plan: DevPlan, settings: CairnSettings) -> tuple[Store, Bus]
     if plan.mongo:
         store: Store = await mongo_store(settings.model_copy(update={"mongo_url": plan.mongo}))
     else:
-        store = await sqlite_store(str(plan.db_path))
+        store = await sqlite_store(str(plan.db_path), settings)
     if plan.kafka:
         bus: Bus = kafka_bus(settings.model_copy(update={"kafka_bootstrap": plan.kafka}), "cairn-dev")
     else:

@@ -163,6 +163,12 @@ class CairnSettings(BaseSettings):
         description="Finished executions (with their task records, claims, timers) are purged this many "
         "days after their last write; 0 keeps them forever. Fractions are allowed.",
     )
+    sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
+        "NORMAL",
+        description="`cairn dev`'s SQLite durability. NORMAL (WAL, no fsync per commit) keeps every "
+        "committed step through a process kill and may lose the last ones on an OS crash or power cut; "
+        "FULL fsyncs every commit, so they survive those too, at one fsync per transaction.",
+    )
     bus_group_retention_s: float = Field(
         7 * 86_400.0,
         ge=0,

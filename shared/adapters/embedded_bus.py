@@ -64,6 +64,7 @@ from shared.adapters.embedded_bus_sql import (
     prune,
     rebalance,
 )
+from shared.adapters.sqlite_durability import DEFAULT_SYNCHRONOUS, SqliteSynchronous
 from shared.adapters.sqlite_lane import SqliteLane
 from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
 
@@ -80,8 +81,8 @@ class _Database:
     loop's thread, the rest on one worker thread, whose lock waits (busy_timeout) then block that
     thread, never the loop (shared/adapters/sqlite_lane.py)."""
 
-    def __init__(self, path: str) -> None:
-        self._lane = SqliteLane(lambda same_thread: connect(path, same_thread), "cairn-bus-db")
+    def __init__(self, path: str, synchronous: SqliteSynchronous = DEFAULT_SYNCHRONOUS) -> None:
+        self._lane = SqliteLane(lambda same_thread: connect(path, same_thread, synchronous), "cairn-bus-db")
 
     async def run(
         self,
@@ -329,6 +330,7 @@ class EmbeddedBus:
         prune_interval_s: float = 60.0,
         graceful_timeout_s: float = 15.0,
         group_retention_s: float = 7 * 86_400.0,
+        synchronous: SqliteSynchronous = DEFAULT_SYNCHRONOUS,
     ) -> None:
         self.path = os.path.realpath(path)
         self.partitions = partitions
@@ -337,7 +339,7 @@ class EmbeddedBus:
         self.session_ms = int(session_timeout_s * 1000)
         self.heartbeat_s = session_timeout_s / 3
         self.graceful_timeout_s = graceful_timeout_s
-        self.db = _Database(self.path)
+        self.db = _Database(self.path, synchronous)
         self._retention_ms = int(retention_s * 1000)
         self._kept_longer_ms = {topic: int(s * 1000) for topic, s in (kept_longer or {}).items()}
         self._stable_members = stable_members

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from shared.adapters.sqlite_durability import DEFAULT_SYNCHRONOUS, SqliteSynchronous, open_wal
 from shared.ports.bus import Outgoing, Received
 
 log = logging.getLogger(__name__)
@@ -91,14 +92,12 @@ def now_ms() -> int:
 # Every function below runs on the bus's database thread and is one short transaction.
 
 
-def connect(path: str, check_same_thread: bool = True) -> sqlite3.Connection:
-    # isolation_level=None: no implicit transactions, only the explicit BEGINs below.
-    conn = sqlite3.connect(
-        path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread
+def connect(
+    path: str, check_same_thread: bool = True, synchronous: SqliteSynchronous = DEFAULT_SYNCHRONOUS
+) -> sqlite3.Connection:
+    conn = open_wal(
+        path, check_same_thread=check_same_thread, busy_timeout_ms=BUSY_TIMEOUT_MS, synchronous=synchronous
     )
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
     # executescript commits any open transaction first, so the script brings its own.
     conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
     return conn

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from shared.adapters.sqlite_durability import DEFAULT_SYNCHRONOUS, SqliteSynchronous, open_wal
 from shared.adapters.sqlite_search import SearchRow, create_search_schema, write_search_row
 from shared.core.attention import attention_at
 from shared.models.documents import WorkflowDocument
@@ -147,13 +148,12 @@ def sql_limit(limit: int) -> int:
 # ---- connection and transactions (run on the adapter's thread) ----
 
 
-def connect(path: str, check_same_thread: bool = True) -> sqlite3.Connection:
-    connection = sqlite3.connect(
-        path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread
+def connect(
+    path: str, check_same_thread: bool = True, synchronous: SqliteSynchronous = DEFAULT_SYNCHRONOUS
+) -> sqlite3.Connection:
+    connection = open_wal(
+        path, check_same_thread=check_same_thread, busy_timeout_ms=BUSY_TIMEOUT_MS, synchronous=synchronous
     )
-    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    connection.execute("PRAGMA journal_mode = WAL")
-    connection.execute("PRAGMA synchronous = NORMAL")
     connection.execute("PRAGMA foreign_keys = OFF")
     return connection
 

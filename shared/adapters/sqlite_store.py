@@ -7,10 +7,11 @@ same file; SQLite's file lock serialises their writes, and every write transacti
 `BEGIN IMMEDIATE`, which takes the write lock up front (waiting up to `busy_timeout`) instead of
 failing halfway when a read transaction would have to be upgraded.
 
-Durability: WAL journal with `synchronous=NORMAL`. A committed transaction is in the WAL file
-before `COMMIT` returns, so killing the process (SIGKILL included) loses nothing; only an OS
-crash or power cut can lose the last transactions (never corrupting the file), a trade the
-embedded mode accepts for not syncing on every commit.
+Durability: WAL journal with `synchronous=NORMAL` by default. A committed transaction is in the
+WAL file before `COMMIT` returns, so killing the process (SIGKILL included) loses nothing; only an
+OS crash or power cut can lose the last transactions (never corrupting the file), a trade the
+embedded mode accepts for not syncing on every commit. CAIRN_SQLITE_SYNCHRONOUS=FULL syncs every
+commit (shared/adapters/sqlite_durability.py).
 
 The commit point is the one conditional write DESIGN.md asks for: an INSERT for a new workflow
 (fails if the id exists), otherwise `UPDATE ... WHERE id = ? AND version = ?`. SQLite executes
@@ -31,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from shared.adapters.sqlite_durability import DEFAULT_SYNCHRONOUS, SqliteSynchronous
 from shared.adapters.sqlite_lane import SqliteLane
 from shared.adapters.sqlite_search import search, search_row, search_tasks
 from shared.adapters.sqlite_sql import (
@@ -103,9 +105,11 @@ class _Snapshots:
 class SqliteStore:
     """The Store port on one SQLite file (see the module docstring for the design)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, synchronous: SqliteSynchronous = DEFAULT_SYNCHRONOUS) -> None:
         self._path = path
-        self._lane = SqliteLane(lambda same_thread: connect(path, same_thread), "cairn-sqlite-store")
+        self._lane = SqliteLane(
+            lambda same_thread: connect(path, same_thread, synchronous), "cairn-sqlite-store"
+        )
         self._snapshots = _Snapshots()
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
