@@ -44,6 +44,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
+from benchmarks.cli import run_and_report
 from benchmarks.instrumented_dev import read_counters
 from shared.adapters.kafka_bus import KafkaBus
 from shared.models.runtime import WorkflowStatus
@@ -735,7 +736,4 @@ if __name__ == "__main__":
         help="embedded: run plain `cairn dev` (no SQLite transaction counts)",
     )
     args = parser.parse_args()
-    outcome = asyncio.run(main(args))
-    if args.json:
-        args.json.write_text(json.dumps(outcome, indent=2))
-    print(summarise(outcome))
+    run_and_report(main, args, summarise, args.json)

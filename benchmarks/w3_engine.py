@@ -19,8 +19,6 @@ W1-engine: 10 INLINE tasks (JavaScript `$.n + 1`, chained) run by the decider it
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import statistics
 import sys
 import time
@@ -29,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import run_and_report
 from benchmarks.w1_w2 import (
     DURABILITY,
     EmbeddedDriver,
@@ -286,10 +285,7 @@ if __name__ == "__main__":
     parser.add_argument("--no-sqlite-counters", action="store_true", help="embedded: plain `cairn dev`")
     parser.add_argument("--json", type=Path, help="also write raw results to this file")
     args = parser.parse_args()
-    outcome = asyncio.run(main(args))
-    if args.json:
-        args.json.write_text(json.dumps(outcome, indent=2))
-    print(summarise(outcome))
+    outcome = run_and_report(main, args, summarise, args.json)
     bad = failures(outcome)
     if bad:
         print(f"LOST OR DUPLICATED: {bad}")

@@ -16,8 +16,6 @@ family, CPU-seconds per 1,000 steps of every process, and each engine's durabili
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import statistics
 import sys
@@ -28,6 +26,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import run_and_report
 from benchmarks.peers.common import PeerUnavailable, Session
 from benchmarks.w1_w2 import DURABILITY, Driver, _commit, embedded_driver, measure
 
@@ -194,7 +193,4 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="smaller workloads, for a smoke run")
     parser.add_argument("--json", type=Path, help="also write raw results to this file")
     arguments = parser.parse_args()
-    outcome = asyncio.run(main(arguments))
-    if arguments.json:
-        arguments.json.write_text(json.dumps(outcome, indent=2))
-    print(summarise(outcome["results"]))
+    run_and_report(main, arguments, lambda outcome: summarise(outcome["results"]), arguments.json)
