@@ -9,6 +9,7 @@ token, as conductor-python does against Conductor OSS.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator
 from dataclasses import dataclass
 
@@ -47,6 +48,26 @@ def _message(response: httpx.Response) -> str:
     return str(body.get("message", body)) if isinstance(body, dict) else str(body)
 
 
+def token_of_answer(url: str, key_id: str, status: int, text: str, message: str) -> str | None:
+    """The token in the server's answer to `POST /api/token` (`text`, its body; `message`, its
+    error message), or None when the server has no keys (404: requests go unsigned, as against
+    Conductor OSS). Raises ValueError naming the problem when the key was refused or the answer
+    holds no token. Shared by the httpx flow below and the HTTP worker's aiohttp session."""
+    if status == 404:
+        return None
+    if status in (401, 403):
+        raise ValueError(f"{url} refused key {key_id!r}: {message}")
+    if status >= 400:
+        raise ValueError(f"{url} answered {status}: {message}")
+    try:
+        token = json.loads(text).get("token")
+    except (ValueError, AttributeError):
+        token = None
+    if not isinstance(token, str) or not token:
+        raise ValueError(f"{url} answered without a token: {text[:200]}")
+    return token
+
+
 class ApiKeyAuth(httpx.Auth):
     """Token handling for one server and one key; share one instance across a client's requests
     so they share its token. Works with httpx.Client and httpx.AsyncClient alike (the flow does
@@ -63,24 +84,13 @@ class ApiKeyAuth(httpx.Auth):
     def _renew(self) -> Generator[httpx.Request, httpx.Response, None]:
         body = {"keyId": self.key.key_id, "keySecret": self.key.key_secret}
         response = yield httpx.Request("POST", self.token_url, json=body)
-        if response.status_code == 404:
-            self._token, self._server_is_open = None, True
-            return
-        if response.status_code in (401, 403):
-            raise AuthenticationFailed(
-                f"{self.token_url} refused key {self.key.key_id!r}: {_message(response)}"
-            )
-        if response.status_code >= 400:
-            raise AuthenticationFailed(
-                f"{self.token_url} answered {response.status_code}: {_message(response)}"
-            )
         try:
-            token = response.json().get("token")
-        except (ValueError, AttributeError):
-            token = None
-        if not isinstance(token, str) or not token:
-            raise AuthenticationFailed(f"{self.token_url} answered without a token: {response.text[:200]}")
-        self._token, self._server_is_open = token, False
+            token = token_of_answer(
+                self.token_url, self.key.key_id, response.status_code, response.text, _message(response)
+            )
+        except ValueError as problem:
+            raise AuthenticationFailed(str(problem)) from None
+        self._token, self._server_is_open = token, token is None
 
     def _sign(self, request: httpx.Request) -> None:
         if self._token:

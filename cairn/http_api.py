@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from cairn.auth import TOKEN_HEADER, ApiKey
+from cairn.auth import TOKEN_HEADER, ApiKey, token_of_answer
 
 CONNECT_TIMEOUT_S = 10.0
 CONNECT_ATTEMPTS = 4
@@ -145,18 +145,11 @@ class ApiSession:
             assert self.api_key is not None
             body = {"keyId": self.api_key.key_id, "keySecret": self.api_key.key_secret}
             response = await self._send("POST", "/api/token", body, None, CONNECT_TIMEOUT_S)
-            if response.status_code == 404:
-                self._token, self._server_is_open = None, True
-                return
             url = f"{self.server}/api/token"
-            if response.status_code in (401, 403):
-                raise TokenRefused(f"{url} refused key {self.api_key.key_id!r}: {response.message()}")
-            if response.status_code >= 400:
-                raise TokenRefused(f"{url} answered {response.status_code}: {response.message()}")
             try:
-                token = response.json().get("token")
-            except (ValueError, AttributeError):
-                token = None
-            if not isinstance(token, str) or not token:
-                raise TokenRefused(f"{url} answered without a token: {response.text[:200]}")
-            self._token, self._server_is_open = token, False
+                token = token_of_answer(
+                    url, self.api_key.key_id, response.status_code, response.text, response.message()
+                )
+            except ValueError as problem:
+                raise TokenRefused(str(problem)) from None
+            self._token, self._server_is_open = token, token is None

@@ -19,7 +19,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from cairn.auth import ApiKey
 from cairn.cli import app as cli
+from cairn.http_api import ApiSession, TokenRefused
 from services.api.auth import ROUTE_PERMISSIONS
 from shared.auth.roles import Role, allows
 from tests.authkeys import LIMITED_TYPE, ROLE_KEYS, expired_token, secret_of
@@ -377,3 +379,17 @@ def test_cairn_worker_runs_tasks_with_a_worker_key(auth_dev_server: DevServer, t
             code = worker.stop()
         assert (state["status"], state["output"]) == ("COMPLETED", {"n": 21}), f"{state}\n{worker.log_tail()}"
         assert code == 0, worker.log_tail()
+
+
+async def test_the_http_workers_session_fetches_a_token_and_names_a_refused_key(
+    auth_dev_server: DevServer,
+) -> None:
+    """cairn/http_api.ApiSession (the HTTP worker's aiohttp session) signs with its key's token,
+    and a wrong secret fails with the key named, not with a 401 on every poll."""
+    key_id = ROLE_KEYS["reader"]
+    async with ApiSession(auth_dev_server.url, ApiKey(key_id, secret_of(key_id))) as session:
+        answer = await session.request("GET", "/api/metadata/workflow")
+        assert answer.status_code == 200, answer.text
+    async with ApiSession(auth_dev_server.url, ApiKey(key_id, "not-the-secret")) as session:
+        with pytest.raises(TokenRefused, match=f"refused key '{key_id}'"):
+            await session.request("GET", "/api/metadata/workflow")

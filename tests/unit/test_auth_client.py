@@ -4,11 +4,12 @@ no token at all for a server without keys."""
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
 
-from cairn.auth import ApiKey, ApiKeyAuth, AuthenticationFailed
+from cairn.auth import ApiKey, ApiKeyAuth, AuthenticationFailed, token_of_answer
 from shared.config import CairnSettings
 
 KEY = ApiKey("ops", "s3cret-s3cret-s3cret")
@@ -95,3 +96,27 @@ async def test_the_same_flow_drives_an_async_client() -> None:
     ) as http:
         assert (await http.get("/a")).status_code == 200
     assert server.seen == [("/api/token", None), ("/a", "token-1")]
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "message", "expected"),
+    [
+        (200, '{"token": "t-1"}', "", "t-1"),
+        (404, "", "", None),
+        (401, '{"message": "bad secret"}', "bad secret", "refused key 'ops': bad secret"),
+        (403, '{"message": "no"}', "no", "refused key 'ops': no"),
+        (500, "boom", "boom", "answered 500: boom"),
+        (200, '{"tok": 1}', "", "answered without a token"),
+        (200, "not json", "", "answered without a token"),
+    ],
+)
+def test_a_token_answer_is_read_by_one_function_for_both_clients(
+    status: int, text: str, message: str, expected: str | None
+) -> None:
+    """cairn.auth.token_of_answer: the httpx flow and the worker's aiohttp session read the
+    server's answer to POST /api/token through this one function."""
+    if expected in (None, "t-1"):
+        assert token_of_answer("http://s/api/token", "ops", status, text, message) == expected
+    else:
+        with pytest.raises(ValueError, match=re.escape(str(expected))):
+            token_of_answer("http://s/api/token", "ops", status, text, message)
