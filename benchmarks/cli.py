@@ -1,12 +1,38 @@
-"""What every benchmark's command line does after parsing: run, keep the raw figures, print."""
+"""What every benchmark's command line shares: the record a results file starts with, and running,
+keeping the raw figures and printing them."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checked_out_commit() -> str | None:
+    """The checked-out commit (None outside a git work tree, e.g. in an exported snapshot)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def run_record(module: str) -> dict[str, Any]:
+    """What every results file starts with: the command that made it, the commit, and when."""
+    return {
+        "command": f"python -m {module} " + " ".join(sys.argv[1:]),
+        "commit": checked_out_commit(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def run_and_report(

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import run_record
 from benchmarks.w1_w2 import (
     WORKFLOW_TIMEOUT_S,
     EmbeddedDriver,
@@ -166,10 +167,7 @@ def summarise(mode: str, runs: list[dict[str, Any]]) -> str:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {
-        "command": "python -m benchmarks.code_w1_w2 " + " ".join(sys.argv[1:]),
-        "modes": {},
-    }
+    results: dict[str, Any] = {**run_record("benchmarks.code_w1_w2"), "modes": {}}
     for mode in ["embedded", "kafka"] if args.mode == "both" else [args.mode]:
         print(f"mode {mode}: {args.runs} run(s)", flush=True)
         context = embedded() if mode == "embedded" else kafka()

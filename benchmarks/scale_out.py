@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import run_and_report
-from benchmarks.w1_w2 import DURABILITY, _commit, _spread, kafka_driver, window
+from benchmarks.cli import run_and_report, run_record
+from benchmarks.w1_w2 import DURABILITY, _spread, kafka_driver, window
 from benchmarks.w3_engine import ENGINE_DEFINITION, ENGINE_STEPS
 from tests.e2e.cluster import Cluster
 
@@ -76,9 +74,7 @@ async def measure(replicas: int, runs: int, quick: bool) -> list[dict[str, Any]]
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
-        "command": "python -m benchmarks.scale_out " + " ".join(sys.argv[1:]),
-        "commit": _commit(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        **run_record("benchmarks.scale_out"),
         "durability": DURABILITY["kafka"],
         "replicas": {},
     }

@@ -18,18 +18,17 @@ import asyncio
 import json
 import sqlite3
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from pymongo import AsyncMongoClient
 
+from benchmarks.cli import run_record
 from benchmarks.w1_w2 import (
     Driver,
     EmbeddedDriver,
     KafkaDriver,
-    _commit,
     embedded_driver,
     kafka_driver,
     window,
@@ -106,12 +105,7 @@ def verdict(windows: list[dict[str, Any]]) -> dict[str, float]:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     modes = ["embedded", "kafka"] if args.mode == "both" else [args.mode]
-    results: dict[str, Any] = {
-        "command": "python -m benchmarks.soak " + " ".join(sys.argv[1:]),
-        "commit": _commit(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "modes": {},
-    }
+    results: dict[str, Any] = {**run_record("benchmarks.soak"), "modes": {}}
     for mode in modes:
         print(f"mode {mode}: W1 windows for {args.minutes} min", flush=True)
         context = embedded_driver() if mode == "embedded" else kafka_driver()

@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
-from benchmarks.cli import run_and_report
+from benchmarks.cli import run_and_report, run_record
 from benchmarks.instrumented_dev import read_counters
 from shared.adapters.kafka_bus import KafkaBus
 from shared.models.runtime import WorkflowStatus
@@ -595,25 +595,9 @@ async def run_embedded(
 # ---------------------------------------------------------------- report -----------------------
 
 
-def _commit() -> str | None:
-    """The checked-out commit (None outside a git work tree, e.g. in an exported snapshot)."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return out.stdout.strip()
-
-
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     modes = MODES.get(args.mode, [args.mode])
-    results: dict[str, Any] = {
-        "command": "python -m benchmarks.w1_w2 " + " ".join(sys.argv[1:]),
-        "commit": _commit(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "modes": {},
-    }
+    results: dict[str, Any] = {**run_record("benchmarks.w1_w2"), "modes": {}}
     for mode in modes:
         print(f"mode {mode}: {args.runs} run(s){' (quick)' if args.quick else ''}", flush=True)
         if mode.startswith("embedded"):

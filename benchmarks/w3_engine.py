@@ -21,18 +21,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import run_and_report
+from benchmarks.cli import run_and_report, run_record
 from benchmarks.w1_w2 import (
     DURABILITY,
     EmbeddedDriver,
     KafkaDriver,
-    _commit,
     _spread,
     embedded_driver,
     kafka_driver,
@@ -252,12 +250,7 @@ def summarise(results: dict[str, Any]) -> str:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     modes = ["embedded", "kafka"] if args.mode == "both" else [args.mode]
-    results: dict[str, Any] = {
-        "command": "python -m benchmarks.w3_engine " + " ".join(sys.argv[1:]),
-        "commit": _commit(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "modes": {},
-    }
+    results: dict[str, Any] = {**run_record("benchmarks.w3_engine"), "modes": {}}
     for mode in modes:
         print(f"mode {mode}: {args.runs} run(s)", flush=True)
         results["modes"][mode] = {"durability": DURABILITY[mode], "runs": await run_mode(mode, args)}

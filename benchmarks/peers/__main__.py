@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -26,9 +25,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import run_and_report
+from benchmarks.cli import run_and_report, run_record
 from benchmarks.peers.common import PeerUnavailable, Session
-from benchmarks.w1_w2 import DURABILITY, Driver, _commit, embedded_driver, measure
+from benchmarks.w1_w2 import DURABILITY, Driver, embedded_driver, measure
 
 ENGINES = ("cairn", "cairn-engine", "temporal", "dbos", "restate")
 
@@ -177,8 +176,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         print(f"== {engine}: {args.runs} run(s){' (quick)' if args.quick else ''}", flush=True)
         results.append(await measure_engine(engine, args.runs, args.quick))
     return {
-        "command": "python -m benchmarks.peers " + " ".join(sys.argv[1:]),
-        "commit": _commit(),
+        **run_record("benchmarks.peers"),
         "cpus": os.cpu_count(),
         "results": results,
     }

@@ -17,12 +17,15 @@ import os
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import httpx
+
 from benchmarks.w1_w2 import Driver, cpu_seconds
+from tests.e2e.cluster import Process
 
 CACHE = Path(os.environ.get("CAIRN_PEERS_CACHE", Path.home() / ".cache" / "cairn" / "peers"))
 STEPS = (1, 3, 10)
@@ -104,15 +107,20 @@ def children_cpu(pid: int) -> float:
     return total
 
 
-async def wait_until(check: Callable[[], Awaitable[bool]], what: str, within_s: float = 60.0) -> None:
-    """Poll `check()` until it is true (an exception counts as not yet)."""
+async def until(
+    check: Callable[[], Awaitable[bool]], what: str, *processes: Process, within_s: float = 60.0
+) -> None:
+    """Poll `check()` (an HTTP error counts as not yet) until it is true; give up at once, with
+    its log, when one of `processes` has exited, and after `within_s`."""
     deadline = time.monotonic() + within_s
     while True:
-        try:
+        for process in processes:
+            if not process.alive():
+                raise PeerUnavailable(f"{what}: {process.name} exited:\n{process.log_tail()}")
+        with suppress(httpx.HTTPError):
             if await check():
                 return
-        except Exception:  # not up yet
-            pass
         if time.monotonic() > deadline:
-            raise PeerUnavailable(f"{what} did not come up within {within_s:.0f} s")
+            logs = processes[0].log_path.parent if processes else "-"
+            raise PeerUnavailable(f"{what}: not done within {within_s:.0f} s (logs in {logs})")
         await asyncio.sleep(0.2)

@@ -16,20 +16,19 @@ it off): without a network it logs one `octocrab` error, harmless. Its Scarf tel
 
 from __future__ import annotations
 
-import asyncio
 import os
 import platform
 import shutil
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 
-from benchmarks.peers.common import CACHE, PeerUnavailable, ProcessCpu, Session, run
+from benchmarks.peers.common import CACHE, PeerUnavailable, ProcessCpu, Session, run, until
 from benchmarks.w1_w2 import WORKFLOW_TIMEOUT_S, written_kb
 from tests.devserver import free_port
 from tests.e2e.cluster import Process
@@ -106,25 +105,6 @@ bind-address = "127.0.0.1:{ingress}"
 bind-address = "127.0.0.1:{admin}"
 disable-web-ui = true
 """
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str, *processes: Process) -> None:
-    """Poll `check()` (an HTTP error counts as not yet) until it is true; give up at once, with its
-    log, when one of `processes` has exited, and after 60 s."""
-    deadline = time.monotonic() + 60
-    while True:
-        for process in processes:
-            if not process.alive():
-                raise PeerUnavailable(f"{what}: {process.name} exited:\n{process.log_tail()}")
-        try:
-            if await check():
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            logs = processes[0].log_path.parent if processes else "-"
-            raise PeerUnavailable(f"{what}: not done within 60 s (logs in {logs})")
-        await asyncio.sleep(0.2)
 
 
 class RestateDriver:

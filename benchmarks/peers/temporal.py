@@ -18,16 +18,15 @@ import json
 import os
 import platform
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from benchmarks.peers.common import CACHE, PeerUnavailable, ProcessCpu, Session, run
+from benchmarks.peers.common import CACHE, PeerUnavailable, ProcessCpu, Session, run, until
 from benchmarks.w1_w2 import WORKFLOW_TIMEOUT_S, written_kb
 from tests.devserver import free_port
 from tests.e2e.cluster import Process, _die_with_parent
@@ -120,22 +119,6 @@ async def loadgen(address):
 if __name__ == "__main__":
     asyncio.run({"worker": serve, "loadgen": loadgen}[sys.argv[1]](sys.argv[2]))
 """
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str, *processes: Process) -> None:
-    """Poll `check()` (an HTTP error counts as not yet) until it is true; give up at once, with the
-    log, when one of `processes` has exited, and after 60 s."""
-    deadline = time.monotonic() + 60
-    while True:
-        for process in processes:
-            if not process.alive():
-                raise PeerUnavailable(f"{what}: {process.name} exited:\n{process.log_tail()}")
-        with suppress(httpx.HTTPError):
-            if await check():
-                return
-        if time.monotonic() > deadline:
-            raise PeerUnavailable(f"{what}: not done within 60 s (logs in {processes[0].log_path.parent})")
-        await asyncio.sleep(0.2)
 
 
 class TemporalDriver:

@@ -88,17 +88,22 @@ async def test_runaway_scripts_fail_their_own_task_and_others_go_on(api: httpx.A
         response = await api.post("/api/workflow", json={"name": "sbx_quick", "input": {"n": n}})
         return response.text, time.monotonic() - sent
 
-    quick_runs = await asyncio.gather(*(quick(n) for n in range(16)))
+    quick_runs = await asyncio.gather(*(quick(n) for n in range(24)))
     spin = await _finished(api, (await runaway).text)
     spun_for = time.monotonic() - began
     assert spin["status"] == "FAILED"
     [task] = spin["tasks"]
     assert task["status"] == "FAILED" and "interrupted" in task["reasonForIncompletion"], task
     assert spun_for < LIMIT_S + 3, f"the runaway script took {spun_for:.1f}s to fail (limit {LIMIT_S}s)"
-    # The decider's other consumer kept deciding: starts on its partitions were committed (and,
-    # INLINE being server-side, finished) while the spin held its own partitions.
-    served_meanwhile = [elapsed for _, elapsed in quick_runs if elapsed < LIMIT_S / 2]
-    assert len(served_meanwhile) >= 4, sorted(elapsed for _, elapsed in quick_runs)
+    # The spin held only its own consumer's partitions: starts that landed there waited for it,
+    # and the decider's other consumer committed (and, INLINE being server-side, finished) the
+    # starts on its partitions meanwhile. The share of each depends on how the partitions were
+    # split between the two consumers (2/2, or 3/1 after a rebalance), not on this machine's
+    # speed; with 24 starts over 4 partitions, both kinds are there whatever the split.
+    elapsed = sorted(seconds for _, seconds in quick_runs)
+    served_meanwhile = [seconds for seconds in elapsed if seconds < LIMIT_S / 2]
+    held_by_the_spin = [seconds for seconds in elapsed if seconds >= LIMIT_S / 2]
+    assert served_meanwhile and held_by_the_spin, elapsed
     for n, (workflow_id, _) in enumerate(quick_runs):
         done = await _finished(api, workflow_id)
         assert done["status"] == "COMPLETED" and done["output"] == {"result": 2 * n}
