@@ -160,6 +160,7 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
         handout_confirm_s=settings.api_handout_confirm_s,
         kill_after_claim=settings.fault_kill_after_claim,
         max_task_types=settings.api_max_polled_task_types,
+        started_report_delay_s=settings.api_started_report_delay_s,
     )
     ctx = ApiContext(
         store,

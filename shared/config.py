@@ -214,6 +214,13 @@ class CairnSettings(BaseSettings):
         "the api died), it is handed out again after at most about this long, not after the response "
         "timeout. Give every api replica the same value.",
     )
+    api_started_report_delay_s: float = Field(
+        0.1,
+        ge=0,
+        description="How long the report that a poller took a task (the task shown IN_PROGRESS) waits "
+        "for the task's result, so the two are decided together: one decision and one commit per task "
+        "instead of two. A task still running then is reported alone. 0 reports every hand-out at once.",
+    )
     auth_keys_file: str | None = Field(
         None,
         description="JSON file of the api's keys (a list of {keyId, keySecret or keySecretSha256, role, "

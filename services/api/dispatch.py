@@ -36,11 +36,10 @@ from typing import Any
 from services.api.conductor import polled_task_json
 from services.api.handout import HandOut
 from services.api.offers import Offer, QueueClosedError, TypeQueue, is_stale
-from shared import telemetry
-from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
-from shared.models.messages import WORKER_TASK, TaskMessage, TaskResult
-from shared.models.runtime import TaskStatus
-from shared.ports.bus import Bus, Outgoing, Received
+from services.api.started import DEFAULT_STARTED_REPORT_DELAY_S, StartedReports, started_report
+from shared.messaging import PoisonMessageError, dead_letter, parse
+from shared.models.messages import WORKER_TASK, TaskMessage
+from shared.ports.bus import Bus, Received
 from shared.ports.store import Store
 from shared.topics import Topics
 
@@ -84,6 +83,7 @@ class TaskDispatcher:
         handout_confirm_s: float = DEFAULT_HANDOUT_CONFIRM_S,
         kill_after_claim: str | None = None,
         max_task_types: int = DEFAULT_MAX_TASK_TYPES,
+        started_report_delay_s: float = DEFAULT_STARTED_REPORT_DELAY_S,
     ) -> None:
         if handout_confirm_s <= 0:
             raise ValueError("handout_confirm_s must be positive")
@@ -98,6 +98,8 @@ class TaskDispatcher:
         """Task types served at once: each is a consumer in a group of its own, so a poller
         naming new types (any string is one) must not make the api join groups without end."""
         self.kill_after_claim = kill_after_claim
+        self.started = StartedReports(bus, store, topics, started_report_delay_s)
+        """The hand-outs' started reports, held back for a quick result to carry them."""
         self._queues: dict[str, TypeQueue] = {}
         self._joining = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
@@ -154,12 +156,8 @@ class TaskDispatcher:
             heads = await self.store.load_heads(ids)
             now = self.clock()
             current = [o for o in pending if not is_stale(heads.get(o.task.workflow_instance_id), o.task)]
-            # "Started" goes out before the claim: once a task may be in a poller's hands, the
-            # workflow shows it IN_PROGRESS (Conductor marks a polled task so). A dispatch tried
-            # again after a refused claim has had its report from the claim's holder: another
-            # would only push the task's response timeout back.
-            fresh = [offer for offer in current if offer.refused_at is None]
-            await self.bus.publish([self._started(offer.task, worker_id) for offer in fresh])
+            claimed: list[Offer] = []
+            held: list[Offer] = []
             while pending:
                 offer = pending[0]
                 if offer not in current:
@@ -167,10 +165,14 @@ class TaskDispatcher:
                     offer.settle()
                 elif await self._claim(offer, worker_id, now):
                     hand_out.add(offer, polled_task_json(offer.task, worker_id, now))
+                    claimed.append(offer)
                     self._fault_after_claim(offer.task)
-                elif not offer.settled.done():  # (an earlier hand-out of it may have been confirmed)
-                    self._refused(queue, offer, now)
+                elif not offer.settled.done() and self._refused(queue, offer, now):
+                    held.append(offer)
                 pending.pop(0)
+            # Before the answer goes out: a result the poller sends at once finds its report.
+            await self.started.hold(claimed, worker_id)
+            await self._report_held(held)
         except Exception as error:
             # The store failed: the rest go back to the bus (their batch is delivered again).
             log.warning("handing out %s tasks failed: %s", queue.task_type, error)
@@ -190,19 +192,18 @@ class TaskDispatcher:
             return await self.store.claim_task(offer.claim_id, offer.holder, now, lease_ms)
         return await self.store.renew_task_claim(offer.claim_id, offer.holder, now, lease_ms)
 
-    def _refused(self, queue: TypeQueue, offer: Offer, now: int) -> None:
+    def _refused(self, queue: TypeQueue, offer: Offer, now: int) -> bool:
         """Another holder's claim is live. It may be a hand-out that will never be confirmed (its
         api died before answering: this is the redelivery): try again until a whole confirmation
         time has passed, by when such a claim has run out. Still refused then, the claim was
-        confirmed: the dispatch is held by another poller and is dropped."""
+        confirmed: the dispatch is held by another poller (True), to be reported and dropped."""
         task = offer.task
         if offer.refused_at is None:
             offer.refused_at = now
         waited_s = (now - offer.refused_at) / 1000
         if waited_s > self.handout_confirm_s:
             log.info("task %s dispatch %d is held by another poller", task.task_id, task.poll_count)
-            offer.settle()
-            return
+            return True
         log.log(
             logging.INFO if waited_s == 0 else logging.DEBUG,
             "task %s dispatch %d is claimed by another poller; trying again until its claim may run out",
@@ -211,6 +212,22 @@ class TaskDispatcher:
         )
         delay_s = min(REFUSED_RETRY_S, self.handout_confirm_s - waited_s + 0.05)
         asyncio.get_running_loop().call_later(delay_s, queue.put_back, [offer])
+        return False
+
+    async def _report_held(self, held: list[Offer]) -> None:
+        """Report dispatches held by another poller started, on the holder's behalf, then drop
+        them: the holder's api may have died with its report held back (services/api/started.py),
+        and a task a poller has must be IN_PROGRESS for its response timeout to apply. A holder
+        that did report used the same id, so the decider applies the report once."""
+        try:
+            if held:
+                await self.bus.publish([started_report(self.topics, offer.task, None) for offer in held])
+        except Exception as error:
+            for offer in held:
+                offer.fail(error)
+            raise
+        for offer in held:
+            offer.settle()
 
     def _fault_after_claim(self, task: TaskMessage) -> None:
         """Test hook (CAIRN_FAULT_KILL_AFTER_CLAIM): die as `kill -9` would, claim made, poll
@@ -218,17 +235,6 @@ class TaskDispatcher:
         if self.kill_after_claim is not None and task.task_type == self.kill_after_claim:
             log.error("test hook CAIRN_FAULT_KILL_AFTER_CLAIM: SIGKILL after claiming task %s", task.task_id)
             os.kill(os.getpid(), signal.SIGKILL)
-
-    def _started(self, task: TaskMessage, worker_id: str) -> Outgoing:
-        """The report that a poller has the task: Conductor marks a polled task IN_PROGRESS."""
-        started = TaskResult(
-            id=f"started:{task.task_id}:{task.poll_count}",
-            workflow_instance_id=task.workflow_instance_id,
-            task_id=task.task_id,
-            status=TaskStatus.IN_PROGRESS,
-            worker_id=worker_id,
-        )
-        return outgoing(self.topics.task_result, started, task.workflow_instance_id, telemetry.inject())
 
     async def _queue(self, task_type: str) -> TypeQueue:
         queue = self._queues.get(task_type)
@@ -298,6 +304,7 @@ class TaskDispatcher:
             del self._queues[queue.task_type]
 
     async def aclose(self) -> None:
+        await self.started.aclose()
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

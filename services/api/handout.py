@@ -3,8 +3,9 @@ has been sent.
 
 A hand-out is claimed for CAIRN_API_HANDOUT_CONFIRM_S only. `HandOutResponse` confirms it once
 the body has gone out (Starlette runs a response's background task after sending it): each
-claim is then renewed to the task's responseTimeoutSeconds and its offer settled, so the bus
-batch is acknowledged only now that the poller has its tasks. An answer that is never sent (the
+claim is then renewed to the task's responseTimeoutSeconds and its offer settled (once its
+started report is out too: services/api/started.py), so the bus batch is acknowledged only now
+that the poller has its tasks. An answer that is never sent (the
 poller hung up, the route failed, the process died) never confirms: the tasks go back to the
 head of their queue — at once when the poller is seen gone, else when the confirmation time
 runs out — and after a process death the bus delivers the unacknowledged dispatch again, whose
@@ -81,7 +82,7 @@ class HandOut:
                     log.info("task %s was confirmed after another poller claimed it", offer.task.task_id)
         finally:
             for offer in self.offers:
-                offer.settle()
+                offer.mark_confirmed()
 
     async def _renew(self, offer: Offer, now: int) -> bool:
         assert offer.holder is not None

@@ -1,7 +1,8 @@
 """The api's queue of one task type: dispatches from the bus waiting for an HTTP poller.
 
 An `Offer` is one dispatch as the bus delivered it. It leaves the api only by being settled —
-handed out and confirmed, found stale, held by another poller, or failed back to the bus — and
+handed out, confirmed and reported started, found stale, held by another poller, or failed back
+to the bus — and
 its bus batch is acknowledged once all of its offers are settled (services/api/dispatch.py).
 """
 
@@ -56,11 +57,27 @@ class Offer:
     """The hand-out the offer is in now; None while it waits in the queue."""
     refused_at: int | None = None
     """When a claim was first refused (another holder's live claim), epoch ms."""
+    reported: bool = True
+    """Whether its hand-out's "started" report has been published (services/api/started.py)."""
+    confirmed: bool = False
+    """Whether its poller's answer has been sent."""
 
     @property
     def claim_id(self) -> str:
         """One claim per (execution, dispatch number): a redelivered copy meets the same claim."""
         return f"{self.task.task_id}:{self.task.poll_count}"
+
+    def mark_confirmed(self) -> None:
+        """The poller has its answer: settled once the hand-out's started report is out too."""
+        self.confirmed = True
+        if self.reported:
+            self.settle()
+
+    def mark_reported(self) -> None:
+        """The started report is published: settled if the poller has its answer."""
+        self.reported = True
+        if self.confirmed:
+            self.settle()
 
     def settle(self) -> None:
         if not self.settled.done():

@@ -201,8 +201,9 @@ async def _apply_result(ctx: ApiContext, result: ConductorTaskResult, caller: Ap
         callback_after_seconds=result.callback_after_seconds,
         logs=result.log_lines() if not problems else [],
     )
-    await ctx.bus.publish(
-        [outgoing(ctx.topics.task_result, message, result.workflow_instance_id, telemetry.inject())]
+    await ctx.dispatcher.started.publish_with(
+        result.task_id,
+        [outgoing(ctx.topics.task_result, message, result.workflow_instance_id, telemetry.inject())],
     )
     return current
 

@@ -8,6 +8,7 @@ Only generous bounds are asserted on time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 import uuid
@@ -43,19 +44,30 @@ class Api:
     path: str
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
+@contextlib.asynccontextmanager
+async def open_api(tmp_path: Path, **dispatcher_options: Any) -> AsyncIterator[Api]:
+    """A dispatcher over a fresh state file, with a short confirmation time unless told."""
     path = str(tmp_path / "cairn.db")
     store = SqliteStore(path)
     await store.open()
     bus = EmbeddedBus(path)
     await bus.ensure_topics([TOPICS.tasks(TASK_TYPE), TOPICS.task_result])
     await bus.start()
-    dispatcher = TaskDispatcher(bus, store, TOPICS, now_ms, handout_confirm_s=CONFIRM_S)
-    yield Api(dispatcher, bus, store, path)
-    await dispatcher.aclose()
-    await bus.stop()
-    await store.close()
+    dispatcher = TaskDispatcher(
+        bus, store, TOPICS, now_ms, **{"handout_confirm_s": CONFIRM_S, **dispatcher_options}
+    )
+    try:
+        yield Api(dispatcher, bus, store, path)
+    finally:
+        await dispatcher.aclose()
+        await bus.stop()
+        await store.close()
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with open_api(tmp_path) as opened:
+        yield opened
 
 
 def task_message(workflow_id: str | None = None) -> TaskMessage:
