@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +26,16 @@ def checked_out_commit() -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return out.stdout.strip()
+
+
+def settle_run_dir(run_dir: Path, succeeded: bool) -> None:
+    """A run's directory (state file, logs) is removed after a run that went through, unless
+    CAIRN_BENCH_KEEP_RUN_DIR is set; a failed run's is kept for its logs, and named. Each one
+    holds tens of MB, and a sitting makes dozens."""
+    if succeeded and not os.environ.get("CAIRN_BENCH_KEEP_RUN_DIR"):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    else:
+        print(f"run directory kept: {run_dir}", file=sys.stderr)
 
 
 def run_record(module: str) -> dict[str, Any]:

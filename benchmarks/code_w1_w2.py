@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import run_record
+from benchmarks.cli import run_record, settle_run_dir
 from benchmarks.w1_w2 import (
     WORKFLOW_TIMEOUT_S,
     EmbeddedDriver,
@@ -112,14 +112,17 @@ async def embedded() -> AsyncIterator[EmbeddedCodeDriver]:
     run_dir = Path(tempfile.mkdtemp(prefix="cairn-bench-code."))
     driver = EmbeddedCodeDriver(run_dir, 20, "events", count_sqlite=False)
     driver.runtime = runtime_process(driver.url, driver.processes["worker"].env, run_dir)
+    succeeded = False
     try:
         await driver.start()
         driver.runtime.start()
         wait_ready(driver.runtime)
         yield driver
+        succeeded = True
     finally:
         driver.runtime.stop()
         await driver.stop()
+        settle_run_dir(run_dir, succeeded)
 
 
 @asynccontextmanager

@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
-from benchmarks.cli import run_and_report, run_record
+from benchmarks.cli import run_and_report, run_record, settle_run_dir
 from benchmarks.instrumented_dev import read_counters
 from shared.adapters.kafka_bus import KafkaBus
 from shared.models.runtime import WorkflowStatus
@@ -328,6 +328,7 @@ async def kafka_driver(
         servers, server_pids = start_servers(run_dir)
         guard_servers(server_pids)
         own_servers = True
+    succeeded = False
     try:
         cluster = Cluster(
             servers["CAIRN_KAFKA_BOOTSTRAP"],
@@ -351,6 +352,7 @@ async def kafka_driver(
             await cluster.register(TASK_DEF, *(definition(k) for k in (1, 3, 10)), *definitions)
             await listener.start()
             yield KafkaDriver(cluster, completions, server_pids)
+            succeeded = True
         finally:
             await listener.stop()
             await cluster.stop()
@@ -362,6 +364,7 @@ async def kafka_driver(
     finally:
         if own_servers:
             stop_servers(run_dir)
+        settle_run_dir(run_dir, succeeded)
 
 
 async def run_kafka(runs: int, quick: bool) -> list[dict[str, Any]]:
@@ -568,11 +571,14 @@ async def embedded_driver(
     run_dir = Path(tempfile.mkdtemp(prefix="cairn-bench-embedded."))
     dev_env = {"CAIRN_SQLITE_SYNCHRONOUS": synchronous}
     driver = EmbeddedDriver(run_dir, worker_concurrency, observe, count_sqlite, dev_env=dev_env)
+    succeeded = False
     try:
         await driver.start(*definitions)
         yield driver
+        succeeded = True
     finally:
         await driver.stop()
+        settle_run_dir(run_dir, succeeded)
 
 
 async def run_embedded(

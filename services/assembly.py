@@ -161,6 +161,7 @@ def _api(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Eve
         kill_after_claim=settings.fault_kill_after_claim,
         max_task_types=settings.api_max_polled_task_types,
         started_report_delay_s=settings.api_started_report_delay_s,
+        consumers=settings.api_dispatch_consumers,
     )
     ctx = ApiContext(
         store,

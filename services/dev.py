@@ -36,6 +36,25 @@ class DevPlan:
         return [("store", store), ("bus", bus)]
 
 
+EMBEDDED_BUS_TUNING = {"api_dispatch_consumers": 2, "api_started_report_delay_s": 0.1}
+"""What `cairn dev` on its own bus sets unless the environment does: the api's started report
+waits up to 0.1 s for the task's result (one decision per step instead of two), and two members
+per polled type keep that wait from holding up the type's other partitions. Measured on the
+embedded bus (benchmarks/README.md, issue 16, fourth part); not on Kafka, where each member is a
+consumer of its own, so the services keep 1 and 0."""
+
+
+def tuned_for_the_embedded_bus(plan: DevPlan, settings: CairnSettings) -> CairnSettings:
+    """`settings` with EMBEDDED_BUS_TUNING where the bus is the embedded one and the value was
+    not set (a CAIRN_… variable, or an explicit argument, wins)."""
+    if plan.kafka:
+        return settings
+    unset = {
+        name: value for name, value in EMBEDDED_BUS_TUNING.items() if name not in settings.model_fields_set
+    }
+    return settings.model_copy(update=unset)
+
+
 async def _adapters(plan: DevPlan, settings: CairnSettings) -> tuple[Store, Bus]:
     if plan.mongo:
         store: Store = await mongo_store(settings.model_copy(update={"mongo_url": plan.mongo}))
@@ -74,6 +93,7 @@ async def run_dev(
     from services.api.auth import api_auth
 
     api_auth(settings)  # refuse an open public address (or a bad keys file) before opening anything
+    settings = tuned_for_the_embedded_bus(plan, settings)
     lock = _state_file_lock(plan.db_path) if not (plan.kafka and plan.mongo) else contextlib.nullcontext()
     with lock:
         await _run_dev(plan, settings, stop, announce)

@@ -215,11 +215,20 @@ class CairnSettings(BaseSettings):
         "timeout. Give every api replica the same value.",
     )
     api_started_report_delay_s: float = Field(
-        0.1,
+        0.0,
         ge=0,
-        description="How long the report that a poller took a task (the task shown IN_PROGRESS) waits "
-        "for the task's result, so the two are decided together: one decision and one commit per task "
-        "instead of two. A task still running then is reported alone. 0 reports every hand-out at once.",
+        description="How long the report that a poller took a task (the task shown IN_PROGRESS) may wait "
+        "for the task's result, so the two are decided together (one decision per task instead of two); "
+        "a task still running then is reported alone. 0 (the default) reports every hand-out before the "
+        "poll is answered. `cairn dev` on its embedded bus uses 0.1 unless this is set (services/dev.py).",
+    )
+    api_dispatch_consumers: int = Field(
+        1,
+        ge=1,
+        description="Members the api runs in a polled task type's worker group: its partitions are shared "
+        "among them, and each takes its next batch once every dispatch of its last one is settled (handed "
+        "out, confirmed and reported), so a slow hand-out holds up only its own partitions. `cairn dev` on "
+        "its embedded bus uses 2 unless this is set (services/dev.py).",
     )
     auth_keys_file: str | None = Field(
         None,

@@ -84,6 +84,7 @@ class TaskDispatcher:
         kill_after_claim: str | None = None,
         max_task_types: int = DEFAULT_MAX_TASK_TYPES,
         started_report_delay_s: float = DEFAULT_STARTED_REPORT_DELAY_S,
+        consumers: int = 1,
     ) -> None:
         if handout_confirm_s <= 0:
             raise ValueError("handout_confirm_s must be positive")
@@ -98,6 +99,11 @@ class TaskDispatcher:
         """Task types served at once: each is a consumer in a group of its own, so a poller
         naming new types (any string is one) must not make the api join groups without end."""
         self.kill_after_claim = kill_after_claim
+        if consumers < 1:
+            raise ValueError("consumers must be at least 1")
+        self.consumers = consumers
+        """Members per polled type in its worker group: a batch waiting on its hand-outs holds
+        up only its own partitions."""
         self.started = StartedReports(bus, store, topics, started_report_delay_s)
         """The hand-outs' started reports, held back for a quick result to carry them."""
         self._queues: dict[str, TypeQueue] = {}
@@ -246,12 +252,15 @@ class TaskDispatcher:
                 if len(self._queues) >= self.max_task_types:
                     raise TooManyTaskTypesError(len(self._queues), self.idle_close_s)
                 queue = TypeQueue(task_type, last_poll=asyncio.get_running_loop().time())
-                queue.subscription = await self.bus.add_subscription(
-                    [self.topics.tasks(task_type)],
-                    self.topics.workers(task_type),
-                    self._handler(queue),
-                    max_batch=self.max_batch,
-                )
+                for _ in range(self.consumers):
+                    queue.subscriptions.append(
+                        await self.bus.add_subscription(
+                            [self.topics.tasks(task_type)],
+                            self.topics.workers(task_type),
+                            self._handler(queue),
+                            max_batch=self.max_batch,
+                        )
+                    )
                 self._queues[task_type] = queue
                 log.info("api joined %s for HTTP pollers", self.topics.workers(task_type))
             if self._reaper is None:
@@ -298,8 +307,8 @@ class TaskDispatcher:
 
     async def _close(self, queue: TypeQueue) -> None:
         queue.fail_all()
-        if queue.subscription is not None:
-            await queue.subscription.close()
+        for subscription in queue.subscriptions:
+            await subscription.close()
         if self._queues.get(queue.task_type) is queue:
             del self._queues[queue.task_type]
 

@@ -93,7 +93,8 @@ class TypeQueue:
     task_type: str
     offers: deque[Offer] = field(default_factory=deque)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    subscription: Subscription | None = None
+    subscriptions: list[Subscription] = field(default_factory=list)
+    """The type's members in its worker group (CAIRN_API_DISPATCH_CONSUMERS)."""
     last_poll: float = 0.0
     closed: bool = False
 

@@ -1,17 +1,21 @@
-"""The "started" reports of handed-out tasks, held back briefly so a quick result carries them.
+"""The "started" reports of handed-out tasks, published before the poll is answered or, if
+configured, held back briefly so a quick result carries them.
 
 Conductor marks a polled task IN_PROGRESS. Cairn does it with a TaskResult IN_PROGRESS on the
-task-result topic, and each such report is a decision and a commit of its own. Most tasks end
-within milliseconds of their hand-out, so the report waits here up to
-CAIRN_API_STARTED_REPORT_DELAY_MS: a result (or an IN_PROGRESS update) that the worker sends
-meanwhile goes out in the same publish, after it, and the decider applies both in one decision.
-A task still running when the delay is up gets its report alone, then.
+task-result topic, and each such report is a decision and a commit of its own. With
+CAIRN_API_STARTED_REPORT_DELAY_S above 0 a report waits up to that long: a result (or an
+IN_PROGRESS update) the worker sends meanwhile goes out in the same publish, after it, and the
+decider applies both in one decision; a task still running when the delay is up is reported
+alone. A held report keeps its dispatch unsettled, and a member of the type's group takes its
+next batch only once its last one is settled, so the wait pays only with more than one member
+(CAIRN_API_DISPATCH_CONSUMERS): measured, one member with the wait was slower at full load, two
+were faster (benchmarks/README.md). `cairn dev` on its embedded bus uses 0.1 s and two members.
 
-Nothing is given up for it: the dispatch's bus batch is acknowledged only once the report has
+Nothing is given up either way: a dispatch's bus batch is acknowledged only once its report has
 been published (`Offer.reported`), so an api that dies holding one leaves the dispatch to be
 delivered again; the next api finds it held by the dead one's confirmed claim and reports it
-started on the holder's behalf (`TaskDispatcher._refused`). So a hand-out is always reported,
-and a task whose worker died is still timed out by its responseTimeoutSeconds.
+started on the holder's behalf (`TaskDispatcher._report_held`). So a hand-out is always
+reported, and a task whose worker died is still timed out by its responseTimeoutSeconds.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from shared.topics import Topics
 
 log = logging.getLogger(__name__)
 
-DEFAULT_STARTED_REPORT_DELAY_S = 0.1
+DEFAULT_STARTED_REPORT_DELAY_S = 0.0
 
 
 def started_report(topics: Topics, task: TaskMessage, worker_id: str | None) -> Outgoing:

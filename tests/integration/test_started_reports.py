@@ -145,3 +145,22 @@ async def test_a_dispatch_held_by_an_api_that_died_with_its_report_is_reported_f
     assert (await api.dispatcher.poll(TASK_TYPE, "w2", 1, 4 * CONFIRM_S)).tasks == []
     await acknowledged(api, 1)
     assert results_topic(api) == [("IN_PROGRESS", f"started:{task.task_id}:1", None)]
+
+
+async def test_two_members_of_a_types_group_hand_out_every_dispatch(tmp_path: Path) -> None:
+    """CAIRN_API_DISPATCH_CONSUMERS=2: the type's partitions are shared by two members, each
+    acknowledging its own batches; every dispatch is handed out once and acknowledged."""
+    async with open_api(tmp_path, consumers=2) as api:
+        await api.dispatcher.poll(TASK_TYPE, "w0", 1, 0)
+        assert len(api.dispatcher._queues[TASK_TYPE].subscriptions) == 2
+        tasks = [task_message() for _ in range(8)]  # eight workflows: keys over every partition
+        await publish(api, *tasks)
+        handed: list[str] = []
+        deadline = time.monotonic() + BOUND_S
+        while len(handed) < len(tasks):
+            assert time.monotonic() < deadline, f"handed out {len(handed)} of {len(tasks)}"
+            hand_out = await api.dispatcher.poll(TASK_TYPE, "w1", 8, 0.5)
+            handed += [task["taskId"] for task in hand_out.tasks]
+            await answer(hand_out)
+        assert sorted(handed) == sorted(task.task_id for task in tasks)
+        await acknowledged(api, len(tasks))
