@@ -80,6 +80,8 @@ class StartedReports:
                     offer.fail(error)
                 raise
             return
+        # One entry per task: a newer dispatch of it is on the same partition (one key per
+        # workflow), which is delivered again only once this dispatch settled, report and all.
         for offer, report in reports:
             self._held[offer.task.task_id] = (offer, report)
         if self._held and self._timer is None:
@@ -111,6 +113,8 @@ class StartedReports:
         another api replica, say); those are settled without one."""
         held = list(self._held.values())
         self._held.clear()
+        if not held:  # every report went out with its result
+            return
         try:
             ids = list({offer.task.workflow_instance_id for offer, _ in held})
             heads = await self.store.load_heads(ids)
