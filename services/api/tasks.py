@@ -240,25 +240,27 @@ async def update_task_by_ref(
             [("status", "not a final status")],
         )
     if REGISTRY.get(task.kind).accepts_signals:
-        message: Signal | TaskResult = Signal(
+        signal = Signal(
             id=f"signal:{uuid.uuid4()}",
             workflow_id=workflow_id,
             task_ref_name=task_ref_name,
             status=status,
             output=body or {},
         )
-        topic = ctx.topics.workflow_signal
-    else:  # a worker's task completed by hand: the same as the worker reporting it
-        message = TaskResult(
-            id=f"result:{task.task_id}:{uuid.uuid4()}",
-            workflow_instance_id=workflow_id,
-            task_id=task.task_id,
-            status=status,
-            output_data=body or {},
-            worker_id=workerid,
-        )
-        topic = ctx.topics.task_result
-    await ctx.bus.publish([outgoing(topic, message, workflow_id, telemetry.inject())])
+        await ctx.bus.publish([outgoing(ctx.topics.workflow_signal, signal, workflow_id, telemetry.inject())])
+        return task.task_id
+    # A worker's task completed by hand: the same as the worker reporting it.
+    result = TaskResult(
+        id=f"result:{task.task_id}:{uuid.uuid4()}",
+        workflow_instance_id=workflow_id,
+        task_id=task.task_id,
+        status=status,
+        output_data=body or {},
+        worker_id=workerid,
+    )
+    await ctx.dispatcher.started.publish_with(
+        task.task_id, [outgoing(ctx.topics.task_result, result, workflow_id, telemetry.inject())]
+    )
     return task.task_id
 
 

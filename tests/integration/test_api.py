@@ -4,6 +4,8 @@ for bad input, stale results, WAIT tasks completed by reference, and exclusive t
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -12,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from shared.topics import Topics
 from tests.devserver import DevServer
 
 pytestmark = pytest.mark.integration
@@ -170,6 +173,39 @@ async def test_wait_task_completed_by_reference(api: httpx.AsyncClient) -> None:
     assert response.status_code == 409
     response = await api.post(f"/api/tasks/{workflow_id}/nope/COMPLETED", json={})
     assert response.status_code == 404
+
+
+async def test_a_polled_worker_task_completed_by_reference_carries_its_started_report(
+    api: httpx.AsyncClient, dev_server: DevServer
+) -> None:
+    """Completing a SIMPLE task by reference is the worker's report made by hand: it goes out
+    right after the hand-out's started report, which `cairn dev` holds back for the task's result
+    (services/api/started.py), so the decider applies the start and the end in order."""
+    task_type = name("by_hand")
+    workflow = {"name": name("by_hand_flow"), "tasks": [{"name": task_type, "taskReferenceName": "t"}]}
+    await register(api, workflow, {"name": task_type})
+    workflow_id = (await api.post(f"/api/workflow/{workflow['name']}", json={})).text
+    polled = await poll_one(api, task_type)
+    response = await api.post(
+        f"/api/tasks/{workflow_id}/t/COMPLETED", json={"done": True}, params={"workerid": "ana"}
+    )
+    assert response.status_code == 200 and response.text == polled["taskId"], response.text
+    finished = await wait_for(api, workflow_id, lambda w: w["status"] == "COMPLETED")
+    [task] = finished["tasks"]
+    assert task["status"] == "COMPLETED" and task["outputData"] == {"done": True}
+    assert task["workerId"] == "ana"
+    with sqlite3.connect(dev_server.db) as connection:
+        reports = [
+            json.loads(value)
+            for (value,) in connection.execute(
+                "SELECT value FROM bus_messages WHERE topic = ? AND key = ? ORDER BY offset",
+                (Topics().task_result, workflow_id),
+            )
+        ]
+    assert [(r["status"], r["id"].split(":")[0]) for r in reports] == [
+        ("IN_PROGRESS", "started"),
+        ("COMPLETED", "result"),
+    ]
 
 
 async def test_terminate_search_running_and_remove(api: httpx.AsyncClient) -> None:
