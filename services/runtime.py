@@ -83,6 +83,17 @@ class StartupError(RuntimeError):
     one line and exit code 2, not a traceback."""
 
 
+def event_loop_factory(settings: CairnSettings) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The loop a service runs on (CAIRN_EVENT_LOOP). uvloop by default: a step crosses the loop
+    a dozen times (bus wake-ups, HTTP reads and writes, timers), and libuv's loop costs less CPU
+    per turn than Python's selector loop (benchmarks/README.md, issue 16)."""
+    if settings.event_loop == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
 def run_service(
     name: str,
     main: Callable[[CairnSettings, asyncio.Event], Awaitable[None]],
@@ -111,8 +122,8 @@ def run_service(
         log.info("cairn %s stopped", name)
 
     try:
-        with suppress(KeyboardInterrupt):
-            asyncio.run(runner())
+        with suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=event_loop_factory(settings)) as loop:
+            loop.run(runner())
     except StoppedWhileStarting:
         log.info("cairn %s stopped while starting", name)
     except StartupError as error:

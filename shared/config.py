@@ -324,6 +324,11 @@ class CairnSettings(BaseSettings):
         None, description="OTLP/HTTP endpoint; tracing export is off when unset."
     )
     log_level: str = Field("INFO", description="Python logging level.")
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        "uvloop",
+        description="The event loop a service process runs on: uvloop (libuv, the default: every hop of a "
+        "step is a loop wake-up, and uvloop's cost less CPU) or Python's own asyncio loop.",
+    )
     fault_poison_marker: str | None = Field(
         None,
         description="Tests only: every consumer fails on messages containing this text, to show that "
