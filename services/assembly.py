@@ -59,6 +59,7 @@ def _integrations(settings: CairnSettings, *, with_provider_variables: bool) -> 
 def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio.Event) -> Component:
     from services.decider.faults import DeciderFaults
     from services.decider.handler import DeciderHandler
+    from shared.adapters.sqlite_outbox import atomic_outbox
     from shared.core.decide import Limits
     from shared.core.scripting import ScriptLimits
     from shared.sandbox import PooledSandbox
@@ -80,6 +81,7 @@ def _decider(store: Store, bus: Bus, settings: CairnSettings, listening: asyncio
         ),
         sandbox=sandbox,
         prices=prices,
+        outbox=atomic_outbox(store, bus),
         faults=DeciderFaults(
             settings.topics,
             freeze_marker=settings.fault_freeze_marker,

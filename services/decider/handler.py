@@ -24,6 +24,7 @@ from services.decider.code_turns import (
     with_history,
 )
 from services.decider.faults import DeciderFaults
+from services.decider.outgoing import messages_of, refuse_past_limits
 from services.decider.recent import RecentDocuments
 from services.decider.recent_histories import RecentHistories
 from services.decider.snapshot import resolve_snapshot
@@ -36,28 +37,22 @@ from shared.core.engines import engine_for
 from shared.core.run import Rejection
 from shared.core.scripting import Sandbox
 from shared.core.validation import DefinitionError, parse_workflow_def
-from shared.messaging import PoisonMessageError, dead_letter, outgoing, parse
+from shared.messaging import PoisonMessageError, dead_letter, parse
 from shared.models.definitions import ModelPrice, TaskDef, WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
-from shared.models.limits import PayloadLimits, definition_limits, describe, payload_problems
 from shared.models.messages import (
     DECIDER_INBOUND,
     DecideRequest,
     DeciderInbound,
     OutboxMessage,
-    RaiseEvent,
-    RetryWorkflow,
-    Signal,
     StartWorkflow,
     SubWorkflowEnded,
-    SubWorkflowReopened,
-    TerminateWorkflow,
-    UpdateVariables,
     WorkflowEvent,
     workflow_id_of,
 )
 from shared.models.runtime import TaskState, WorkflowState, WorkflowStatus
 from shared.ports.bus import Bus, Outgoing, Received, RedeliverError
+from shared.ports.outbox import AtomicOutbox
 from shared.ports.store import Commit, HistoryChunk, Store
 from shared.search import searched_fields
 from shared.topics import Topics
@@ -111,6 +106,8 @@ class _Plan:
     """The decision changed nothing although it had new events (all rejected or no-ops)."""
     rejections: list[Rejection] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
+    published: bool = False
+    """Its outbox went out with its commit (an AtomicOutbox): nothing left to publish or mark."""
 
 
 class DeciderHandler:
@@ -125,8 +122,11 @@ class DeciderHandler:
         sandbox: Sandbox | None = None,
         faults: DeciderFaults | None = None,
         prices: Mapping[str, ModelPrice] | None = None,
+        outbox: AtomicOutbox | None = None,
     ) -> None:
         self.store = store
+        self.outbox = outbox
+        """Where the store and the bus are one database: commit, publish and acknowledge at once."""
         self.prices = dict(prices or {})
         """Model prices of the configuration, copied into the snapshots of budgets in dollars."""
         self.bus = bus
@@ -169,7 +169,7 @@ class DeciderHandler:
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             if not pending:
                 break
-            lost = await self._decide_and_commit(pending, dead, first_attempt=attempt == 0)
+            lost = await self._decide_and_commit(pending, dead, batch, first_attempt=attempt == 0)
             pending = {workflow_id: groups[workflow_id] for workflow_id in lost}
         else:
             raise CommitConflictError(f"gave up on {sorted(pending)} after {MAX_COMMIT_ATTEMPTS} conflicts")
@@ -180,7 +180,12 @@ class DeciderHandler:
         log.debug("batch of %d messages for %d workflows in %.1f ms", len(batch), len(groups), elapsed_ms)
 
     async def _decide_and_commit(
-        self, groups: dict[str, list[_Item]], dead: list[Outgoing], *, first_attempt: bool = True
+        self,
+        groups: dict[str, list[_Item]],
+        dead: list[Outgoing],
+        batch: Sequence[Received],
+        *,
+        first_attempt: bool = True,
     ) -> list[str]:
         """One round: load, decide, group-commit, publish. Returns the workflows that lost."""
         now = self.clock()
@@ -238,7 +243,10 @@ class DeciderHandler:
                 "cairn.task_ids": [t.task_id for plan in commits for t in plan.commit.tasks],  # type: ignore[union-attr]
             },
         ):
-            won = await self.store.commit_workflows([plan.commit for plan in commits])  # type: ignore[misc]
+            if self.outbox is not None:
+                won = await self._commit_publishing(plans, commits, batch, last=not dead and not recheck)
+            else:
+                won = await self.store.commit_workflows([plan.commit for plan in commits])  # type: ignore[misc]
         t3 = time.perf_counter()
         conflicted = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok]
         if conflicted:  # rare with one owner per workflow: a redelivered batch, a rebalance
@@ -253,7 +261,7 @@ class DeciderHandler:
                     self.histories.committed(chunk.workflow_id, chunk.generation, chunk.first, chunk.events)
             else:
                 self.recent.drop(plan.workflow_id)
-        await self._publish([plan for plan in plans if plan.publish is not None and plan.publish.outbox])
+        await self._publish([plan for plan in plans if _unpublished(plan)])
         for plan in plans:
             if plan.publish is not None:
                 self.recent.put(plan.publish.model_copy(update={"outbox": []}), now)
@@ -265,6 +273,33 @@ class DeciderHandler:
             (time.perf_counter() - t3) * 1e3,
         )
         return lost
+
+    async def _commit_publishing(
+        self, plans: Sequence[_Plan], commits: Sequence[_Plan], batch: Sequence[Received], *, last: bool
+    ) -> list[bool]:
+        """Commit with the outboxes published in the same transaction (self.outbox). A code
+        workflow's turn carries history read after its commit, so its outbox is published the
+        usual way. `last`: nothing else of the batch is left to write once these commit (no dead
+        letters, no decision to redo), so the transaction may acknowledge the batch as well —
+        if every plan's messages go out in it."""
+        assert self.outbox is not None
+        messages = [
+            None
+            if plan.commit.document.kind == CODE  # type: ignore[union-attr]
+            else messages_of(self.topics, plan.commit.document, plan.commit.document.outbox, plan.headers)  # type: ignore[union-attr]
+            for plan in commits
+        ]
+        complete = all(out is not None for out in messages) and not any(
+            plan.commit is None and plan.publish is not None and plan.publish.outbox for plan in plans
+        )
+        won = await self.outbox.commit_and_publish(
+            [plan.commit for plan in commits],  # type: ignore[misc]
+            messages,
+            acknowledge=batch if last and complete else None,
+        )
+        for plan, out, ok in zip(commits, messages, won, strict=True):
+            plan.published = ok and out is not None
+        return won
 
     async def _plan(
         self,
@@ -505,8 +540,7 @@ class DeciderHandler:
             document = plan.publish
             assert document is not None
             messages.extend(
-                outgoing(self.topics.for_outbox(message), message, _key(message, document), plan.headers)
-                for message in outboxes.get(id(document), document.outbox)
+                messages_of(self.topics, document, outboxes.get(id(document), document.outbox), plan.headers)
             )
         with tracer.start_as_current_span(
             "cairn.publish",
@@ -532,27 +566,6 @@ class DeciderHandler:
             )
 
 
-def refuse_past_limits(message: DeciderInbound, limits: PayloadLimits) -> None:
-    """A start's input or a signal's output past the payload limits is a poison message: it is
-    dead-lettered with the reason before anything of it is stored (the api refuses the same with a
-    400). A worker's result past them is not refused here: it fails its task (shared/core/events)."""
-    match message:
-        case StartWorkflow():
-            problems = payload_problems(message.input, "input", limits)
-            if message.workflow_def is not None:
-                problems += payload_problems(message.workflow_def, "workflowDef", definition_limits(limits))
-        case Signal():
-            problems = payload_problems(message.output, "output", limits)
-        case RaiseEvent():
-            problems = payload_problems({"input": message.input}, "event", limits)
-        case UpdateVariables():
-            problems = payload_problems(message.variables, "variables", limits)
-        case _:
-            return
-    if problems:
-        raise PoisonMessageError(f"{message.type} past the limits: {describe(problems)}")
-
-
 def _report(plan: _Plan) -> None:
     """Log and count what a decision refused or repaired (once it is final, not when it is about
     to be redone on a fresh read)."""
@@ -564,19 +577,6 @@ def _report(plan: _Plan) -> None:
         repairs_made.add(1)
 
 
-def _key(message: OutboxMessage, document: WorkflowDocument) -> str:
-    """Outbox messages are keyed by the workflow they concern: a start, a terminate or a child's
-    end by the execution it is for (so it reaches that workflow's decider partition), the rest
-    by this one."""
-    if isinstance(
-        message,
-        StartWorkflow
-        | TerminateWorkflow
-        | SubWorkflowEnded
-        | DecideRequest
-        | RetryWorkflow
-        | SubWorkflowReopened
-        | RaiseEvent,
-    ):
-        return message.workflow_id
-    return document.workflow_id
+def _unpublished(plan: _Plan) -> bool:
+    """Whether the plan's document has messages still to publish (and then to mark sent)."""
+    return plan.publish is not None and bool(plan.publish.outbox) and not plan.published

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
 import os
@@ -47,6 +48,7 @@ import threading
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, TypeVar
 
 from shared.adapters.embedded_bus_sql import (
@@ -72,6 +74,34 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------- deliveries -------------------
+
+
+@dataclass
+class Delivery:
+    """The batch a member is handing to its handler, and the offsets that acknowledge it.
+
+    A handler that writes to the same SQLite file may acknowledge the batch inside its own last
+    write transaction (shared/adapters/sqlite_outbox.py): its effects and the acknowledgement are
+    then committed together, and the member skips its own offset commit, one write transaction
+    less per batch. Only the very batch the member delivered may be acknowledged so (the poison
+    guard's one-message retries are other lists)."""
+
+    path: str
+    group: str
+    member: str
+    batch: Sequence[Received]
+    positions: dict[tuple[str, int], int]
+    acknowledged: bool = False
+    refused: list[tuple[str, int]] = field(default_factory=list)
+
+
+CURRENT_DELIVERY: contextvars.ContextVar[Delivery | None] = contextvars.ContextVar(
+    "cairn_embedded_delivery", default=None
+)
+"""Set by a member around its handler call (the handler runs in the member's task)."""
+
 
 # ---------------------------------------------------------------- the database thread ----------
 
@@ -273,13 +303,20 @@ class _Member:
 
     async def _deliver(self, batch: list[Received]) -> bool:
         """Hand the batch to the handler; commit only if it returned. False if it raised."""
+        positions = {(m.topic, m.partition): m.offset + 1 for m in batch}  # offsets ascend per partition
+        delivery = Delivery(self.path, self.group, self.id, batch, positions)
+        token = CURRENT_DELIVERY.set(delivery)
         try:
             await self._handler(batch)
         except Exception:
             log.exception("handler for %s failed; the batch will be delivered again", self.topics)
             return False
-        positions = {(m.topic, m.partition): m.offset + 1 for m in batch}  # offsets ascend per partition
-        refused = await self._bus.db.run_inline(commit, self.group, self.id, positions)
+        finally:
+            CURRENT_DELIVERY.reset(token)
+        if delivery.acknowledged:  # with the handler's own last transaction
+            refused = delivery.refused
+        else:
+            refused = await self._bus.db.run_inline(commit, self.group, self.id, positions)
         if refused:
             log.warning("lost %s before committing; the new owner delivers them again", refused)
         return True
@@ -436,10 +473,15 @@ class EmbeddedBus:
         """Append in one transaction; returns after COMMIT, then wakes local consumers."""
         if not messages:
             return
-        await self.db.run_inline(append, list(messages), self.partitions, self._partition_for)
-        _LOCAL.wake_topics(self.path, {message.topic for message in messages})
+        await self.db.run_inline(append, list(messages), self.partitions, self.partition_for)
+        self.wake_consumers({message.topic for message in messages})
 
-    def _partition_for(self, key: str | None, partitions: int) -> int:
+    def wake_consumers(self, topics: set[str]) -> None:
+        """Wake this process's consumers of `topics`: messages were appended to them (by
+        `publish`, or by another connection's transaction on the same file)."""
+        _LOCAL.wake_topics(self.path, topics)
+
+    def partition_for(self, key: str | None, partitions: int) -> int:
         """Stable across processes and restarts (crc32, not Python's salted hash)."""
         if key is None:
             return next(self._round_robin) % partitions

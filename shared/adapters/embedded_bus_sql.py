@@ -162,32 +162,43 @@ def append(
     choose: Callable[[str | None, int], int],
 ) -> None:
     """Append all messages in one transaction: they become visible (and durable) together."""
-    now = now_ms()
     with write(conn):
-        counts: dict[str, int] = {}
-        next_offsets: dict[TopicPartition, int] = {}
-        rows = []
-        for message in messages:
-            if message.topic not in counts:
-                counts[message.topic] = ensure_topic(conn, message.topic, partitions)
-            where = (message.topic, choose(message.key, counts[message.topic]))
-            if where not in next_offsets:
-                next_offsets[where] = conn.execute(
-                    "SELECT next_offset FROM bus_partitions WHERE topic = ? AND partition = ?", where
-                ).fetchone()[0]
-            offset = next_offsets[where]
-            next_offsets[where] = offset + 1
-            headers = json.dumps(message.headers)
-            rows.append((*where, offset, message.key, message.value, headers, now))
-        conn.executemany(
-            "INSERT INTO bus_messages (topic, partition, offset, key, value, headers, published_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-        conn.executemany(
-            "UPDATE bus_partitions SET next_offset = ? WHERE topic = ? AND partition = ?",
-            [(offset, topic, partition) for (topic, partition), offset in next_offsets.items()],
-        )
+        append_rows(conn, messages, partitions, choose)
+
+
+def append_rows(
+    conn: sqlite3.Connection,
+    messages: Sequence[Outgoing],
+    partitions: int,
+    choose: Callable[[str | None, int], int],
+) -> None:
+    """Append the messages inside the caller's write transaction (which may hold other writes to
+    the same file: a decision's commit, shared/adapters/sqlite_outbox.py)."""
+    now = now_ms()
+    counts: dict[str, int] = {}
+    next_offsets: dict[TopicPartition, int] = {}
+    rows = []
+    for message in messages:
+        if message.topic not in counts:
+            counts[message.topic] = ensure_topic(conn, message.topic, partitions)
+        where = (message.topic, choose(message.key, counts[message.topic]))
+        if where not in next_offsets:
+            next_offsets[where] = conn.execute(
+                "SELECT next_offset FROM bus_partitions WHERE topic = ? AND partition = ?", where
+            ).fetchone()[0]
+        offset = next_offsets[where]
+        next_offsets[where] = offset + 1
+        headers = json.dumps(message.headers)
+        rows.append((*where, offset, message.key, message.value, headers, now))
+    conn.executemany(
+        "INSERT INTO bus_messages (topic, partition, offset, key, value, headers, published_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    conn.executemany(
+        "UPDATE bus_partitions SET next_offset = ? WHERE topic = ? AND partition = ?",
+        [(offset, topic, partition) for (topic, partition), offset in next_offsets.items()],
+    )
 
 
 def range_share(partitions: int, live: Sequence[str], member: str) -> set[int]:
@@ -316,21 +327,28 @@ def commit(
 ) -> list[TopicPartition]:
     """Commit the next offset to read for each partition this member still owns (checked in the
     same transaction). Returns the partitions whose commit was refused."""
-    refused: list[TopicPartition] = []
     with write(conn):
-        for (topic, partition), committed in positions.items():
-            owner = conn.execute(
-                "SELECT owner FROM bus_leases WHERE grp = ? AND topic = ? AND partition = ?",
-                (group, topic, partition),
-            ).fetchone()
-            if owner is None or owner[0] != member:
-                refused.append((topic, partition))
-                continue
-            conn.execute(
-                "INSERT INTO bus_offsets (grp, topic, partition, committed) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT DO UPDATE SET committed = MAX(committed, excluded.committed)",
-                (group, topic, partition, committed),
-            )
+        return commit_positions(conn, group, member, positions)
+
+
+def commit_positions(
+    conn: sqlite3.Connection, group: str, member: str, positions: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    """`commit` inside the caller's write transaction."""
+    refused: list[TopicPartition] = []
+    for (topic, partition), committed in positions.items():
+        owner = conn.execute(
+            "SELECT owner FROM bus_leases WHERE grp = ? AND topic = ? AND partition = ?",
+            (group, topic, partition),
+        ).fetchone()
+        if owner is None or owner[0] != member:
+            refused.append((topic, partition))
+            continue
+        conn.execute(
+            "INSERT INTO bus_offsets (grp, topic, partition, committed) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT DO UPDATE SET committed = MAX(committed, excluded.committed)",
+            (group, topic, partition, committed),
+        )
     return refused
 
 

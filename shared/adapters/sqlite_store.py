@@ -25,6 +25,7 @@ The schema, the rows and the transactions themselves are in `sqlite_sql`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -319,13 +320,25 @@ class SqliteStore:
         )
         return None if row is None else str(row[0])
 
-    def _prepare(self, commit: Commit) -> PreparedCommit:
+    @property
+    def path(self) -> str:
+        """The state file (the embedded bus may share it: shared/adapters/sqlite_outbox.py)."""
+        return self._path
+
+    def prepare_commit(self, commit: Commit, *, outbox_published: bool = False) -> PreparedCommit:
+        """The rows of one commit, for `apply_commit` in a write transaction. `outbox_published`:
+        the document's outbox goes out in the same transaction, so it is not marked unsent."""
+        if commit.document.version != commit.expected_version + 1:
+            raise ValueError("commit: document.version must be expected_version + 1")
         document = commit.document
         snapshot = None
         if document.definition is not None:
             snapshot = self._snapshots.identify(document.definition)
+        row = workflow_row(document, None if snapshot is None else snapshot[0])
+        if outbox_published:
+            row = dataclasses.replace(row, outbox_since=None)
         return PreparedCommit(
-            row=workflow_row(document, None if snapshot is None else snapshot[0]),
+            row=row,
             search=search_row(document) if commit.searched_changed or commit.expected_version == 0 else None,
             expected_version=commit.expected_version,
             tasks=tuple(task_row(task) for task in commit.tasks),
@@ -341,13 +354,15 @@ class SqliteStore:
 
         Task records are written only for the winners: under one transaction the adapter can
         keep a losing decision's records out, so history never shows a decision that lost."""
-        for commit in commits:
-            if commit.document.version != commit.expected_version + 1:
-                raise ValueError("commit: document.version must be expected_version + 1")
-        if not commits:
+        prepared = [self.prepare_commit(commit) for commit in commits]
+        if not prepared:
             return []
-        prepared = [self._prepare(commit) for commit in commits]
         return await self._write(lambda c: [apply_commit(c, commit) for commit in prepared], inline=True)
+
+    async def write_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` as one short hot-path write transaction on this file (inline when the lock
+        is free): it must be safe to run again after a rollback."""
+        return await self._write(work, inline=True)
 
     async def mark_outboxes_sent(self, published: Sequence[tuple[str, int]]) -> None:
         if published:
