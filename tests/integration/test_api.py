@@ -227,6 +227,16 @@ async def test_terminate_search_running_and_remove(api: httpx.AsyncClient) -> No
     assert (await api.get(f"/api/workflow/{ids[0]}")).status_code == 404
 
 
+async def test_running_workflows_of_a_workflow_named_like_a_route_segment(api: httpx.AsyncClient) -> None:
+    """GET /api/workflow/running/history lists the running workflows named "history", as
+    Conductor's literal segment wins; it was once taken for the history of a workflow "running"."""
+    workflow = {"name": "history", "tasks": [{"name": "w", "taskReferenceName": "w", "type": "WAIT"}]}
+    await register(api, workflow)
+    started = (await api.post("/api/workflow/history", json={})).text
+    running = await api.get("/api/workflow/running/history")
+    assert running.status_code == 200 and started in running.json()
+
+
 async def test_concurrent_long_pollers_never_get_the_same_execution(dev_server: DevServer) -> None:
     task_type = name("shared")
     count = 120
