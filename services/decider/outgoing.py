@@ -9,16 +9,12 @@ from shared.messaging import PoisonMessageError, outgoing
 from shared.models.documents import WorkflowDocument
 from shared.models.limits import PayloadLimits, definition_limits, describe, payload_problems
 from shared.models.messages import (
-    DecideRequest,
+    KEYED_BY_TARGET,
     DeciderInbound,
     OutboxMessage,
     RaiseEvent,
-    RetryWorkflow,
     Signal,
     StartWorkflow,
-    SubWorkflowEnded,
-    SubWorkflowReopened,
-    TerminateWorkflow,
     UpdateVariables,
 )
 from shared.ports.bus import Outgoing
@@ -63,15 +59,6 @@ def outbox_key(message: OutboxMessage, document: WorkflowDocument) -> str:
     """Outbox messages are keyed by the workflow they concern: a start, a terminate or a child's
     end by the execution it is for (so it reaches that workflow's decider partition), the rest
     by this one."""
-    if isinstance(
-        message,
-        StartWorkflow
-        | TerminateWorkflow
-        | SubWorkflowEnded
-        | DecideRequest
-        | RetryWorkflow
-        | SubWorkflowReopened
-        | RaiseEvent,
-    ):
-        return message.workflow_id
+    if isinstance(message, KEYED_BY_TARGET):
+        return message.workflow_id  # type: ignore[union-attr]  # every KEYED_BY_TARGET kind has one
     return document.workflow_id

@@ -363,4 +363,18 @@ its parent (retry with resumeSubworkflowTasks, rerun inside a child), a decide r
 itself when a decision stopped at its step budget, and a code workflow's event for another
 (send_event)."""
 OUTBOX_MESSAGE: TypeAdapter[OutboxMessage] = TypeAdapter(OutboxMessage)
+
+KEYED_BY_TARGET: tuple[type[Envelope], ...] = (
+    StartWorkflow,
+    TerminateWorkflow,
+    SubWorkflowEnded,
+    DecideRequest,
+    RetryWorkflow,
+    SubWorkflowReopened,
+    RaiseEvent,
+)
+"""The outbox messages that concern another workflow than the deciding one (or itself, named in
+the message): each carries the workflow_id it is for, and is keyed by it so it reaches that
+workflow's decider partition. Kept beside OutboxMessage so a new kind is classified where it is
+added."""
 WORKER_TASK: TypeAdapter[TaskMessage] = TypeAdapter(TaskMessage)

@@ -26,6 +26,7 @@ from tests.integration.test_decider_races import dispatches, pipeline_start, rec
 from tests.waiting import eventually
 
 NOW = 1_800_000_000_000
+TOPICS = Topics()
 
 
 class CountingBus:
@@ -45,15 +46,23 @@ class CountingBus:
 
 @pytest.fixture
 async def pair(tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, EmbeddedBus, Path]]:
-    """A store and a bus on one state file, as `cairn dev` runs them."""
+    """A store and a bus on one state file, as `cairn dev` runs them, with the pipeline
+    workflow registered."""
     path = tmp_path / "state.db"
     store, bus = SqliteStore(str(path)), EmbeddedBus(str(path), poll_interval_s=0.02)
     await store.open()
+    await register_pipeline(store)
     try:
         yield store, bus, path
     finally:
         await bus.stop()
         await store.close()
+
+
+def decider_on(store: SqliteStore, bus: Any, outbox: SqliteOutbox | None = None) -> DeciderHandler:
+    """The real decider publishing through `bus` (the bare bus, a guard or a counter around it),
+    with the outbox the assembly would find for it unless one is given."""
+    return DeciderHandler(store, bus, TOPICS, lambda: NOW, outbox=outbox or atomic_outbox(store, bus))
 
 
 def unsent(path: Path) -> list[str]:
@@ -83,15 +92,13 @@ async def test_a_decision_publishes_its_dispatch_in_its_commit(
     pair: tuple[SqliteStore, EmbeddedBus, Path],
 ) -> None:
     store, bus, path = pair
-    topics = Topics()
-    await register_pipeline(store)
     counting = CountingBus(bus)
-    decider = DeciderHandler(store, counting, topics, lambda: NOW, outbox=atomic_outbox(store, bus))  # type: ignore[arg-type]
-    await decider.handle_batch([received(topics, pipeline_start("wf-one"), 0)])
+    decider = decider_on(store, counting, atomic_outbox(store, bus))
+    await decider.handle_batch([received(TOPICS, pipeline_start("wf-one"), 0)])
     await decider.aclose()
     document = await store.load_workflow("wf-one")
     assert document is not None and document.version == 1
-    sent = dispatches(path, topics.tasks("%"))
+    sent = dispatches(path, TOPICS.tasks("%"))
     assert [m.task_id for m in sent] == [document.state.tasks["add"].task_id]
     assert unsent(path) == [], "the outbox is recorded as sent by the commit itself"
     assert counting.publishes == 0, "no publish of its own, so no mark-sent either"
@@ -101,36 +108,32 @@ async def test_a_failure_inside_the_transaction_stores_nothing(
     pair: tuple[SqliteStore, EmbeddedBus, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, bus, path = pair
-    topics = Topics()
-    await register_pipeline(store)
 
     def broken_append(*args: object) -> None:
         raise sqlite3.DatabaseError("disk image is malformed (test)")
 
     monkeypatch.setattr(sqlite_outbox, "append_rows", broken_append)
-    decider = DeciderHandler(store, bus, topics, lambda: NOW, outbox=atomic_outbox(store, bus))
+    decider = decider_on(store, bus)
     with pytest.raises(sqlite3.DatabaseError):
-        await decider.handle_batch([received(topics, pipeline_start("wf-broken"), 0)])
+        await decider.handle_batch([received(TOPICS, pipeline_start("wf-broken"), 0)])
     assert await store.load_workflow("wf-broken") is None, "the commit was rolled back with the append"
-    assert dispatches(path, topics.tasks("%")) == []
+    assert dispatches(path, TOPICS.tasks("%")) == []
 
 
 async def test_a_commit_that_loses_its_version_check_publishes_nothing(
     pair: tuple[SqliteStore, EmbeddedBus, Path],
 ) -> None:
     store, bus, path = pair
-    topics = Topics()
-    await register_pipeline(store)
-    decider = DeciderHandler(store, bus, topics, lambda: NOW, outbox=atomic_outbox(store, bus))
-    await decider.handle_batch([received(topics, pipeline_start("wf-lost"), 0)])
+    decider = decider_on(store, bus)
+    await decider.handle_batch([received(TOPICS, pipeline_start("wf-lost"), 0)])
     document = await store.load_workflow("wf-lost")
     assert document is not None
-    before = len(dispatches(path, topics.tasks("%")))
+    before = len(dispatches(path, TOPICS.tasks("%")))
     stale = document.model_copy(update={"version": 1})  # a rival's decision on version 0
-    message = Outgoing(topic=topics.tasks("e2e_add"), value=b"{}", key="wf-lost", headers={})
+    message = Outgoing(topic=TOPICS.tasks("e2e_add"), value=b"{}", key="wf-lost", headers={})
     won = await SqliteOutbox(store, bus).commit_and_publish([Commit(stale, 0)], [[message]])
     assert won == [False]
-    assert len(dispatches(path, topics.tasks("%"))) == before
+    assert len(dispatches(path, TOPICS.tasks("%"))) == before
 
 
 async def test_the_delivered_batch_is_acknowledged_in_the_decisions_transaction(
@@ -140,8 +143,6 @@ async def test_the_delivered_batch_is_acknowledged_in_the_decisions_transaction(
     offset commit is not called for a batch whose decisions acknowledged it; it still is for a
     batch they could not (a dead letter, published after the commit)."""
     store, bus, path = pair
-    topics = Topics()
-    await register_pipeline(store)
     own_commits: list[str] = []
     real_commit = embedded_bus.commit
 
@@ -150,20 +151,20 @@ async def test_the_delivered_batch_is_acknowledged_in_the_decisions_transaction(
         return real_commit(connection, group, *args)
 
     monkeypatch.setattr(embedded_bus, "commit", counting_commit)
-    guarded = GuardedBus(bus, topics.dead_letter)
-    decider = DeciderHandler(store, guarded, topics, lambda: NOW, outbox=atomic_outbox(store, guarded))  # type: ignore[arg-type]
+    guarded = GuardedBus(bus, TOPICS.dead_letter)
+    decider = decider_on(store, guarded)
     group = "decider-test"
-    guarded.subscribe([topics.workflow_start], group, decider.handle_batch)
+    guarded.subscribe([TOPICS.workflow_start], group, decider.handle_batch)
     await guarded.start()
     start = pipeline_start("wf-acked")
     await bus.publish(
-        [Outgoing(topic=topics.workflow_start, value=start.to_bytes(), key="wf-acked", headers={})]
+        [Outgoing(topic=TOPICS.workflow_start, value=start.to_bytes(), key="wf-acked", headers={})]
     )
     await eventually(lambda: committed_offset(path, group) >= 1, within_s=10)
     assert await store.load_workflow("wf-acked") is not None
     assert own_commits == [], "acknowledged with the commit"
 
-    garbage = Outgoing(topic=topics.workflow_start, value=b"not json", key="wf-acked", headers={})
+    garbage = Outgoing(topic=TOPICS.workflow_start, value=b"not json", key="wf-acked", headers={})
     await bus.publish([garbage])
     await eventually(lambda: committed_offset(path, group) >= 2, within_s=10)
     assert own_commits == [group], "a dead-lettered message is acknowledged by the member"
@@ -176,16 +177,14 @@ async def test_a_batch_the_guard_splits_is_never_acknowledged_by_a_part_of_it(
     """Only the very batch the member delivered may be acknowledged by a decision: a one-message
     retry must not move the offsets past messages it does not hold."""
     store, bus, path = pair
-    topics = Topics()
-    await register_pipeline(store)
     outbox = SqliteOutbox(store, bus)
-    batch = [received(topics, pipeline_start(f"wf-part-{i}"), i) for i in range(3)]
+    batch = [received(TOPICS, pipeline_start(f"wf-part-{i}"), i) for i in range(3)]
     delivery = embedded_bus.Delivery(
         path=bus.path, group="g", member="m", batch=batch, positions={("t", 0): 3}
     )
     token = embedded_bus.CURRENT_DELIVERY.set(delivery)
     try:
-        decider = DeciderHandler(store, bus, topics, lambda: NOW, outbox=outbox)
+        decider = decider_on(store, bus, outbox)
         await decider.handle_batch(batch[:1])  # a part of the delivered batch: a different list
     finally:
         embedded_bus.CURRENT_DELIVERY.reset(token)
@@ -198,18 +197,16 @@ async def test_concurrent_batches_on_one_file_all_land(pair: tuple[SqliteStore, 
     """Many decisions racing other writers of the file (a second bus publishing on its own
     connection): every workflow committed once, every dispatch appended once."""
     store, bus, path = pair
-    topics = Topics()
-    await register_pipeline(store)
-    decider = DeciderHandler(store, bus, topics, lambda: NOW, outbox=atomic_outbox(store, bus))
+    decider = decider_on(store, bus)
     other = EmbeddedBus(str(path))
     noise = [Outgoing(topic="noise", value=b"x", key=str(i), headers={}) for i in range(20)]
     try:
         await asyncio.gather(
-            *(decider.handle_batch([received(topics, pipeline_start(f"wf-c{i}"), i)]) for i in range(20)),
+            *(decider.handle_batch([received(TOPICS, pipeline_start(f"wf-c{i}"), i)]) for i in range(20)),
             *(other.publish([message]) for message in noise),
         )
     finally:
         await other.stop()
-    sent = dispatches(path, topics.tasks("%"))
+    sent = dispatches(path, TOPICS.tasks("%"))
     assert sorted(m.workflow_instance_id for m in sent) == sorted(f"wf-c{i}" for i in range(20))
     assert unsent(path) == []
