@@ -1,0 +1,163 @@
+"""The worker-result routes served ahead of FastAPI (services/api/fast_routes.py): a plain result
+is answered by them; everything else gets exactly the answer FastAPI's own route gives. The real
+app over httpx's ASGI transport, with a store that knows no workflow (these tests are about the
+routing; the result path itself runs against a real `cairn dev` in tests/integration)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from services.api.app import create_app
+from services.api.auth import api_auth
+from services.api.context import ApiContext
+from services.api.fast_routes import ResultRoute, served
+from shared.config import CairnSettings
+from shared.models.limits import DEFAULT_PAYLOAD_LIMITS
+
+RESULT = {"workflowInstanceId": "wf-1", "taskId": "t-1", "status": "COMPLETED", "outputData": {"n": 1}}
+PATHS = ["/api/tasks/update-v2", "/api/tasks"]
+
+
+class NoWorkflows:
+    """A store with nothing in it: every result is for an unknown workflow (a 404)."""
+
+    async def load_heads(self, workflow_ids: Sequence[str], running_only: bool = False) -> dict[str, Any]:
+        return {}
+
+    async def find_task_workflow(self, task_id: str) -> None:
+        return None
+
+
+def app(with_fast_routes: bool = True, auth: Any = None) -> FastAPI:
+    ctx = SimpleNamespace(store=NoWorkflows(), auth=auth, payload_limits=DEFAULT_PAYLOAD_LIMITS)
+    built = create_app(cast(ApiContext, ctx))
+    if not with_fast_routes:
+        built.router.routes[:] = [r for r in built.router.routes if not isinstance(r, ResultRoute)]
+    return built
+
+
+async def answer(
+    target: FastAPI, method: str, path: str, content: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    transport = httpx.ASGITransport(app=target)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.request(method, path, content=content, headers=headers or {})
+    return response.status_code, response.text
+
+
+def as_json(body: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    return json.dumps(body).encode(), {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_plain_result_is_answered_by_the_fast_route(path: str) -> None:
+    fast, plain = app(), app(with_fast_routes=False)
+    content, headers = as_json(RESULT)
+    status, body = await answer(fast, "POST", path, content, headers)
+    assert (status, json.loads(body)["message"]) == (404, "no workflow with id 'wf-1'")
+    assert served(fast) == {
+        "/api/tasks/update-v2": int(path.endswith("v2")),
+        "/api/tasks": int(path == "/api/tasks"),
+    }
+    assert (status, body) == await answer(plain, "POST", path, content, headers)
+
+
+NOT_PLAIN: list[tuple[str, bytes, dict[str, str]]] = [
+    ("bad JSON", b'{"taskId": ', {"content-type": "application/json"}),
+    ("not JSON at all", b"\xff\xfe", {"content-type": "application/json"}),
+    (
+        "a field missing",
+        json.dumps({"taskId": "t-1", "status": "COMPLETED"}).encode(),
+        {"content-type": "application/json"},
+    ),
+    (
+        "a status a worker may not report",
+        json.dumps({**RESULT, "status": "SCHEDULED"}).encode(),
+        {"content-type": "application/json"},
+    ),
+    (
+        "a negative callback",
+        json.dumps({**RESULT, "callbackAfterSeconds": -1}).encode(),
+        {"content-type": "application/json"},
+    ),
+    ("a list", json.dumps([RESULT]).encode(), {"content-type": "application/json"}),
+    ("an empty body", b"", {"content-type": "application/json"}),
+    ("no content type", json.dumps(RESULT).encode(), {}),
+    ("another content type", json.dumps(RESULT).encode(), {"content-type": "text/plain"}),
+    ("JSON with a charset", json.dumps(RESULT).encode(), {"content-type": "application/json; charset=utf-8"}),
+]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(("case", "content", "headers"), NOT_PLAIN, ids=[case for case, _, _ in NOT_PLAIN])
+async def test_any_other_request_gets_fastapis_own_answer(
+    path: str, case: str, content: bytes, headers: dict[str, str]
+) -> None:
+    fast, plain = app(), app(with_fast_routes=False)
+    expected = await answer(plain, "POST", path, content, headers)
+    assert await answer(fast, "POST", path, content, headers) == expected
+    if case != "JSON with a charset":  # the one plain request of the list
+        assert served(fast) == dict.fromkeys(PATHS, 0), "handed to FastAPI's route"
+
+
+async def test_other_methods_reach_the_routes_they_reached_before() -> None:
+    """GET /api/tasks/update-v2 is GET /api/tasks/{task_id} for a task "update-v2", as before;
+    DELETE /api/tasks is refused with FastAPI's own 405."""
+    for method, path in (
+        ("GET", "/api/tasks/update-v2"),
+        ("DELETE", "/api/tasks"),
+        ("PUT", "/api/tasks/update-v2"),
+    ):
+        expected = await answer(app(with_fast_routes=False), method, path, b"")
+        assert await answer(app(), method, path, b"") == expected
+        assert expected[0] in (404, 405), expected
+
+
+async def test_the_guard_runs_on_the_fast_route(tmp_path: Path) -> None:
+    """With keys, a result without a token is refused as on FastAPI's route (401), and the guard
+    saw FastAPI's route: the same path and permission."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"keyId": "w", "keySecret": "s3cret-s3cret-s3cret", "role": "worker"}]))
+    auth = api_auth(CairnSettings.model_validate({"auth_keys_file": str(keys)}))
+    content, headers = as_json(RESULT)
+    for path in PATHS:
+        fast, plain = app(auth=auth), app(with_fast_routes=False, auth=auth)
+        status, body = await answer(fast, "POST", path, content, headers)
+        assert status == 401 and "no token" in body
+        assert (status, body) == await answer(plain, "POST", path, content, headers)
+        assert sum(served(fast).values()) == 1
+
+
+async def test_a_body_past_the_limit_is_refused_as_before() -> None:
+    """Announced (refused by the middleware before any route) or streamed without a length
+    (refused while the route reads it): the same 413 either way."""
+    ctx = cast(
+        ApiContext, SimpleNamespace(store=NoWorkflows(), auth=None, payload_limits=DEFAULT_PAYLOAD_LIMITS)
+    )
+    fast, plain = create_app(ctx, max_request_bytes=64), create_app(ctx, max_request_bytes=64)
+    plain.router.routes[:] = [r for r in plain.router.routes if not isinstance(r, ResultRoute)]
+    content = json.dumps({**RESULT, "outputData": {"text": "x" * 200}}).encode()
+
+    async def streamed() -> AsyncIterator[bytes]:
+        yield content[:100]
+        yield content[100:]
+
+    for body in (lambda: content, streamed):
+        answers = []
+        for target in (plain, fast):
+            transport = httpx.ASGITransport(app=target)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                response = await client.post(
+                    "/api/tasks/update-v2", content=body(), headers={"content-type": "application/json"}
+                )
+            answers.append((response.status_code, response.text))
+        assert answers[0][0] == 413 and answers[1] == answers[0], answers
+    assert served(fast) == dict.fromkeys(PATHS, 0)
