@@ -1,5 +1,6 @@
-"""The worker's result routes without FastAPI's per-request machinery, for the requests that
-dominate: with an HTTP worker every step of every workflow is one `POST /api/tasks/update-v2`.
+"""The routes of the requests that dominate, without FastAPI's per-request machinery: with an
+HTTP worker every step of every workflow is one `POST /api/tasks/update-v2` (or `POST /api/tasks`),
+and every workflow one `POST /api/workflow`.
 
 Why: FastAPI answers a request by solving its dependency graph, reading and parsing the body and
 validating it against the route's fields, inside exit stacks and exception wrappers. For this
@@ -11,10 +12,10 @@ What stays the same, so a client cannot tell the difference:
 - The route is matched ahead of FastAPI's (it is first in the router) and has FastAPI's route's
   path, which is what `authorise` reads from `scope["route"]`: the same permission.
 - Only the plain case is served here: a JSON body (`Content-Type: application/json`) that parses
-  and validates as a ConductorTaskResult. Anything else — another content type, bad JSON, a field
-  refused, another method — is handed, with the body as read, back to the router, which passes
-  this route by and reaches FastAPI's own route: it answers exactly as it always did. The error
-  answers stay FastAPI's, in one place.
+  and validates as the route's body model (ConductorTaskResult, StartWorkflowRequest). Anything
+  else — another content type, bad JSON, a field refused, another method — is handed, with the
+  body as read, back to the router, which passes this route by and reaches FastAPI's own route:
+  it answers exactly as it always did. The error answers stay FastAPI's, in one place.
 - The body is validated as FastAPI validates it (json.loads, then the model in Python mode), the
   guard and the endpoint are the same functions, and their errors (ApiError, a body past
   CAIRN_API_MAX_REQUEST_BYTES) reach the same exception handlers, which wrap the whole router.
@@ -25,10 +26,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, APIRouter
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, Route
@@ -36,22 +38,26 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.auth import TOKEN_HEADER, authorise, caller
 from services.api.context import ApiContext
+from services.api.executions import StartWorkflowRequest, start_workflow
 from services.api.tasks import ConductorTaskResult, update_task, update_task_and_poll
 from shared.auth.keys import ApiKey
 
-ResultCall = Callable[[ApiContext, ConductorTaskResult, ApiKey | None], Awaitable[Response]]
+Body = TypeVar("Body", bound=BaseModel)
+PlainCall = Callable[[ApiContext, Any, ApiKey | None], Awaitable[Response]]
+"""A route's endpoint given the context, the validated body and the caller's key."""
 
 
-DECLINED = "cairn.result_route.declined"
-"""Set in the scope of a request a ResultRoute hands on, so the router passes it by."""
+DECLINED = "cairn.plain_json_route.declined"
+"""Set in the scope of a request a PlainJsonRoute hands on, so the router passes it by."""
 
 
-class ResultRoute(Route):
-    """One worker-result route served directly when its request is plain (module docstring);
-    FastAPI's route for the same path answers everything else."""
+class PlainJsonRoute(Route):
+    """One POST route served directly when its request is plain (module docstring); FastAPI's
+    route for the same path answers everything else."""
 
-    def __init__(self, path: str, call: ResultCall, router: ASGIApp) -> None:
+    def __init__(self, path: str, model: type[BaseModel], call: PlainCall, router: ASGIApp) -> None:
         super().__init__(path, self._never_called, methods=["POST"])
+        self.model = model
         self.call = call
         self.router = router
         self.served = 0
@@ -59,7 +65,7 @@ class ResultRoute(Route):
 
     @staticmethod
     async def _never_called(request: Request) -> Response:  # handle() replaces the endpoint
-        raise AssertionError("ResultRoute answers in handle()")
+        raise AssertionError("PlainJsonRoute answers in handle()")
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope.get(DECLINED):
@@ -72,20 +78,20 @@ class ResultRoute(Route):
             return
         request = Request(scope, receive)
         body = await request.body()
-        result = parse_plain(request.headers.get("content-type"), body)
-        if result is None:
+        parsed = parse_plain(self.model, request.headers.get("content-type"), body)
+        if parsed is None:
             await self.router({**scope, DECLINED: True}, replay(body), send)
             return
         self.served += 1
         # scope["route"] is this route, whose path is FastAPI's route's: the same permission.
         await authorise(request, request.headers.get(TOKEN_HEADER))
         ctx: ApiContext = request.app.state.cairn
-        response = await self.call(ctx, result, await caller(request))
+        response = await self.call(ctx, parsed, await caller(request))
         await response(scope, receive, send)
 
 
-def parse_plain(content_type: str | None, body: bytes) -> ConductorTaskResult | None:
-    """The result in a plain request, or None when FastAPI should answer (another content type,
+def parse_plain(model: type[Body], content_type: str | None, body: bytes) -> Body | None:
+    """The body of a plain request as `model`, or None when FastAPI should answer (another content type,
     bad JSON, a refused field: its error bodies stay the only ones)."""
     if (
         not body
@@ -94,7 +100,7 @@ def parse_plain(content_type: str | None, body: bytes) -> ConductorTaskResult | 
     ):
         return None
     try:
-        return ConductorTaskResult.model_validate(json.loads(body))
+        return model.model_validate(json.loads(body))
     except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
 
@@ -117,20 +123,27 @@ async def _update(ctx: ApiContext, result: ConductorTaskResult, key: ApiKey | No
     return PlainTextResponse(await update_task(ctx, result, key))  # FastAPI's response_class
 
 
-FAST_RESULT_ROUTES: dict[str, ResultCall] = {
-    "/api/tasks/update-v2": _update_and_poll,
-    "/api/tasks": _update,
+async def _start(ctx: ApiContext, request: StartWorkflowRequest, key: ApiKey | None) -> Response:
+    return PlainTextResponse(await start_workflow(ctx, request))  # FastAPI's response_class
+
+
+PLAIN_JSON_ROUTES: dict[str, tuple[type[BaseModel], PlainCall]] = {
+    "/api/tasks/update-v2": (ConductorTaskResult, _update_and_poll),
+    "/api/tasks": (ConductorTaskResult, _update),
+    "/api/workflow": (StartWorkflowRequest, _start),
 }
 
 
-def install_result_routes(app: FastAPI) -> list[ResultRoute]:
-    """Put a ResultRoute for each worker-result path first in the app's router, in front of the
+def install_plain_json_routes(app: FastAPI) -> list[PlainJsonRoute]:
+    """Put a PlainJsonRoute for each path of PLAIN_JSON_ROUTES first in the app's router, in front of the
     FastAPI route it serves for (which must exist: its answers are the fallback)."""
     posts = {route.path for route in api_routes(app.router.routes) if "POST" in (route.methods or ())}
-    missing = sorted(set(FAST_RESULT_ROUTES) - posts)
+    missing = sorted(set(PLAIN_JSON_ROUTES) - posts)
     if missing:
         raise RuntimeError(f"no FastAPI route to fall back on for POST {missing}")
-    installed = [ResultRoute(path, call, app.router) for path, call in FAST_RESULT_ROUTES.items()]
+    installed = [
+        PlainJsonRoute(path, model, call, app.router) for path, (model, call) in PLAIN_JSON_ROUTES.items()
+    ]
     app.router.routes[:0] = installed
     return installed
 
@@ -145,5 +158,5 @@ def api_routes(routes: Iterable[BaseRoute]) -> Iterator[APIRoute]:
 
 
 def served(app: FastAPI) -> dict[str, int]:
-    """How many requests each ResultRoute answered itself, by path."""
-    return {route.path: route.served for route in app.router.routes if isinstance(route, ResultRoute)}
+    """How many requests each PlainJsonRoute took, by path."""
+    return {route.path: route.served for route in app.router.routes if isinstance(route, PlainJsonRoute)}

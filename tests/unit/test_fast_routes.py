@@ -1,7 +1,7 @@
-"""The worker-result routes served ahead of FastAPI (services/api/fast_routes.py): a plain result
-is answered by them; everything else gets exactly the answer FastAPI's own route gives. The real
-app over httpx's ASGI transport, with a store that knows no workflow (these tests are about the
-routing; the result path itself runs against a real `cairn dev` in tests/integration)."""
+"""The routes served ahead of FastAPI (services/api/fast_routes.py): a plain worker result or
+start is answered by them; everything else gets exactly the answer FastAPI's own route gives. The
+real app over httpx's ASGI transport, with a store that knows nothing (these tests are about the
+routing; the routes' work runs against a real `cairn dev` in tests/integration)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,26 @@ from fastapi import FastAPI
 from services.api.app import create_app
 from services.api.auth import api_auth
 from services.api.context import ApiContext
-from services.api.fast_routes import ResultRoute, served
+from services.api.fast_routes import PlainJsonRoute, served
 from shared.config import CairnSettings
 from shared.models.limits import DEFAULT_PAYLOAD_LIMITS
 
 RESULT = {"workflowInstanceId": "wf-1", "taskId": "t-1", "status": "COMPLETED", "outputData": {"n": 1}}
-PATHS = ["/api/tasks/update-v2", "/api/tasks"]
+START = {"name": "pay", "input": {"amount": 5}, "correlationId": "c-1"}
+PLAIN: dict[str, tuple[dict[str, Any], str]] = {
+    "/api/tasks/update-v2": (RESULT, "no workflow with id 'wf-1'"),
+    "/api/tasks": (RESULT, "no workflow with id 'wf-1'"),
+    "/api/workflow": (START, "no workflow definition named 'pay'; register it first"),
+}
+PATHS = list(PLAIN)
 
 
 class NoWorkflows:
-    """A store with nothing in it: every result is for an unknown workflow (a 404)."""
+    """A store with nothing in it: every result is for an unknown workflow, every start for an
+    unknown definition (a 404)."""
+
+    async def get_workflow_def(self, name: str, version: int | None = None) -> None:
+        return None
 
     async def load_heads(self, workflow_ids: Sequence[str], running_only: bool = False) -> dict[str, Any]:
         return {}
@@ -40,7 +50,7 @@ def app(with_fast_routes: bool = True, auth: Any = None) -> FastAPI:
     ctx = SimpleNamespace(store=NoWorkflows(), auth=auth, payload_limits=DEFAULT_PAYLOAD_LIMITS)
     built = create_app(cast(ApiContext, ctx))
     if not with_fast_routes:
-        built.router.routes[:] = [r for r in built.router.routes if not isinstance(r, ResultRoute)]
+        built.router.routes[:] = [r for r in built.router.routes if not isinstance(r, PlainJsonRoute)]
     return built
 
 
@@ -58,51 +68,54 @@ def as_json(body: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
 
 
 @pytest.mark.parametrize("path", PATHS)
-async def test_a_plain_result_is_answered_by_the_fast_route(path: str) -> None:
+async def test_a_plain_request_is_answered_by_the_fast_route(path: str) -> None:
     fast, plain = app(), app(with_fast_routes=False)
-    content, headers = as_json(RESULT)
-    status, body = await answer(fast, "POST", path, content, headers)
-    assert (status, json.loads(body)["message"]) == (404, "no workflow with id 'wf-1'")
-    assert served(fast) == {
-        "/api/tasks/update-v2": int(path.endswith("v2")),
-        "/api/tasks": int(path == "/api/tasks"),
-    }
-    assert (status, body) == await answer(plain, "POST", path, content, headers)
+    body, refusal = PLAIN[path]
+    content, headers = as_json(body)
+    status, text = await answer(fast, "POST", path, content, headers)
+    assert (status, json.loads(text)["message"]) == (404, refusal)
+    assert served(fast) == {route: int(route == path) for route in PATHS}
+    assert (status, text) == await answer(plain, "POST", path, content, headers)
 
 
-NOT_PLAIN: list[tuple[str, bytes, dict[str, str]]] = [
-    ("bad JSON", b'{"taskId": ', {"content-type": "application/json"}),
-    ("not JSON at all", b"\xff\xfe", {"content-type": "application/json"}),
-    (
-        "a field missing",
-        json.dumps({"taskId": "t-1", "status": "COMPLETED"}).encode(),
-        {"content-type": "application/json"},
-    ),
-    (
-        "a status a worker may not report",
-        json.dumps({**RESULT, "status": "SCHEDULED"}).encode(),
-        {"content-type": "application/json"},
-    ),
-    (
-        "a negative callback",
-        json.dumps({**RESULT, "callbackAfterSeconds": -1}).encode(),
-        {"content-type": "application/json"},
-    ),
-    ("a list", json.dumps([RESULT]).encode(), {"content-type": "application/json"}),
-    ("an empty body", b"", {"content-type": "application/json"}),
-    ("no content type", json.dumps(RESULT).encode(), {}),
-    ("another content type", json.dumps(RESULT).encode(), {"content-type": "text/plain"}),
-    ("JSON with a charset", json.dumps(RESULT).encode(), {"content-type": "application/json; charset=utf-8"}),
-]
+JSON = {"content-type": "application/json"}
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize(("case", "content", "headers"), NOT_PLAIN, ids=[case for case, _, _ in NOT_PLAIN])
+def not_plain(path: str) -> list[tuple[str, bytes, dict[str, str]]]:
+    """Requests FastAPI's route must answer (all but the last, which is plain: a charset)."""
+    body = PLAIN[path][0]
+    required = "name" if path == "/api/workflow" else "workflowInstanceId"
+    bad_value = {"version": 0} if path == "/api/workflow" else {"status": "SCHEDULED"}
+    return [
+        ("bad JSON", b'{"taskId": ', JSON),
+        ("not JSON at all", b"\xff\xfe", JSON),
+        ("a field missing", json.dumps({k: v for k, v in body.items() if k != required}).encode(), JSON),
+        ("a value refused", json.dumps({**body, **bad_value}).encode(), JSON),
+        ("a wrong type", json.dumps({**body, "input": "x", "outputData": "x"}).encode(), JSON),
+        ("a list", json.dumps([body]).encode(), JSON),
+        ("an empty body", b"", JSON),
+        ("no content type", json.dumps(body).encode(), {}),
+        ("another content type", json.dumps(body).encode(), {"content-type": "text/plain"}),
+        (
+            "JSON with a charset",
+            json.dumps(body).encode(),
+            {"content-type": "application/json; charset=utf-8"},
+        ),
+    ]
+
+
+CASES = [(path, *case) for path in PATHS for case in not_plain(path)]
+
+
+@pytest.mark.parametrize(
+    ("path", "case", "content", "headers"), CASES, ids=[f"{p} {c}" for p, c, _, _ in CASES]
+)
 async def test_any_other_request_gets_fastapis_own_answer(
     path: str, case: str, content: bytes, headers: dict[str, str]
 ) -> None:
     fast, plain = app(), app(with_fast_routes=False)
     expected = await answer(plain, "POST", path, content, headers)
+    assert expected[0] in (400, 404), expected
     assert await answer(fast, "POST", path, content, headers) == expected
     if case != "JSON with a charset":  # the one plain request of the list
         assert served(fast) == dict.fromkeys(PATHS, 0), "handed to FastAPI's route"
@@ -127,8 +140,8 @@ async def test_the_guard_runs_on_the_fast_route(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps([{"keyId": "w", "keySecret": "s3cret-s3cret-s3cret", "role": "worker"}]))
     auth = api_auth(CairnSettings.model_validate({"auth_keys_file": str(keys)}))
-    content, headers = as_json(RESULT)
     for path in PATHS:
+        content, headers = as_json(PLAIN[path][0])
         fast, plain = app(auth=auth), app(with_fast_routes=False, auth=auth)
         status, body = await answer(fast, "POST", path, content, headers)
         assert status == 401 and "no token" in body
@@ -143,7 +156,7 @@ async def test_a_body_past_the_limit_is_refused_as_before() -> None:
         ApiContext, SimpleNamespace(store=NoWorkflows(), auth=None, payload_limits=DEFAULT_PAYLOAD_LIMITS)
     )
     fast, plain = create_app(ctx, max_request_bytes=64), create_app(ctx, max_request_bytes=64)
-    plain.router.routes[:] = [r for r in plain.router.routes if not isinstance(r, ResultRoute)]
+    plain.router.routes[:] = [r for r in plain.router.routes if not isinstance(r, PlainJsonRoute)]
     content = json.dumps({**RESULT, "outputData": {"text": "x" * 200}}).encode()
 
     async def streamed() -> AsyncIterator[bytes]:
