@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, APIRouter
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, Route
@@ -101,7 +101,7 @@ def parse_plain(model: type[Body], content_type: str | None, body: bytes) -> Bod
         return None
     try:
         return model.model_validate(json.loads(body))
-    except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except Exception:  # bad JSON, a refused field, JSON nested past Python's stack (RecursionError)
         return None
 
 

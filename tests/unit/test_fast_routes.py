@@ -89,6 +89,7 @@ def not_plain(path: str) -> list[tuple[str, bytes, dict[str, str]]]:
     return [
         ("bad JSON", b'{"taskId": ', JSON),
         ("not JSON at all", b"\xff\xfe", JSON),
+        ("nested past Python's stack", b"[" * 100_000, JSON),
         ("a field missing", json.dumps({k: v for k, v in body.items() if k != required}).encode(), JSON),
         ("a value refused", json.dumps({**body, **bad_value}).encode(), JSON),
         ("a wrong type", json.dumps({**body, "input": "x", "outputData": "x"}).encode(), JSON),
