@@ -136,9 +136,9 @@ def classify(path: Path) -> tuple[int, dict[str, int], dict[str, int]]:
     entries: collections.Counter[str] = collections.Counter()
     active = 0
     for line in path.read_text().splitlines():
-        if not line.strip():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():  # blank, or a line py-spy wrote garbled (seen once)
             continue
-        stack, count = line.rsplit(" ", 1)
         frames = stack.split(";")
         if any(frames[-1].startswith(leaf) for leaf in IDLE_LEAVES):
             continue

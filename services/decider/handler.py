@@ -9,7 +9,6 @@ lost its version check (another replica, a redelivery) is reloaded and decided a
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from services.decider.code_turns import (
     new_code_document,
     with_history,
 )
+from services.decider.deciding import Deciding, WorkflowMovedOnError
 from services.decider.faults import DeciderFaults
 from services.decider.outgoing import messages_of, refuse_past_limits
 from services.decider.recent import RecentDocuments
@@ -32,13 +32,12 @@ from shared import telemetry
 from shared.core import new_workflow_state
 from shared.core.code.engine import CODE
 from shared.core.code.run import is_code_definition
-from shared.core.decide import Decision, Limits
-from shared.core.engines import engine_for
+from shared.core.decide import Limits
 from shared.core.run import Rejection
 from shared.core.scripting import Sandbox
 from shared.core.validation import DefinitionError, parse_workflow_def
 from shared.messaging import PoisonMessageError, dead_letter, parse
-from shared.models.definitions import ModelPrice, TaskDef, WorkflowDef
+from shared.models.definitions import ModelPrice, WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
 from shared.models.messages import (
     DECIDER_INBOUND,
@@ -50,7 +49,7 @@ from shared.models.messages import (
     WorkflowEvent,
     workflow_id_of,
 )
-from shared.models.runtime import TaskState, WorkflowState, WorkflowStatus
+from shared.models.runtime import WorkflowState, WorkflowStatus
 from shared.ports.bus import Bus, Outgoing, Received, RedeliverError
 from shared.ports.outbox import AtomicOutbox
 from shared.ports.store import Commit, HistoryChunk, Store
@@ -80,7 +79,6 @@ batch_duration = meter.create_histogram(
 )
 
 MAX_COMMIT_ATTEMPTS = 20
-MAX_TASK_DEF_ROUNDS = 5
 
 
 class CommitConflictError(RedeliverError):
@@ -108,6 +106,10 @@ class _Plan:
     repairs: list[str] = field(default_factory=list)
     published: bool = False
     """Its outbox went out with its commit (an AtomicOutbox): nothing left to publish or mark."""
+    redo: bool = False
+    """Decided in place, it had to be read again and had moved on: decide it again, freshly read."""
+    cache: bool = True
+    """Whether its published document may stay in the recent cache for the next decision."""
 
 
 class DeciderHandler:
@@ -135,6 +137,7 @@ class DeciderHandler:
         self.limits = limits or Limits()
         self.sandbox = sandbox
         self.recent = RecentDocuments()
+        self.deciding = Deciding(store, self.limits, sandbox, self.prices)
         self.histories = RecentHistories()
         self._background: set[asyncio.Task[None]] = set()
         self.faults = faults or DeciderFaults(topics)
@@ -196,7 +199,7 @@ class DeciderHandler:
             wid: doc
             for wid, items in groups.items()
             if not any(isinstance(item.message, DecideRequest) for item in items)
-            and (doc := self.recent.get(wid, now)) is not None
+            and (doc := self.recent.take(wid, now)) is not None
         }
         cached = set(documents)
         missing = [wid for wid in groups if wid not in documents]
@@ -225,7 +228,11 @@ class DeciderHandler:
         # commit: a timer armed, a task scheduled) accepts. Those workflows are decided again on
         # a fresh read, like a lost commit. Seen with three deciders, where one workflow's
         # topics are spread over different replicas.
-        recheck = [plan.workflow_id for plan in plans if plan.ignored_events and plan.workflow_id in cached]
+        recheck = [
+            plan.workflow_id
+            for plan in plans
+            if (plan.ignored_events and plan.workflow_id in cached) or plan.redo
+        ]
         for workflow_id in recheck:
             self.recent.drop(workflow_id)
         plans = [plan for plan in plans if plan.workflow_id not in recheck]
@@ -263,7 +270,7 @@ class DeciderHandler:
                 self.recent.drop(plan.workflow_id)
         await self._publish([plan for plan in plans if _unpublished(plan)])
         for plan in plans:
-            if plan.publish is not None:
+            if plan.publish is not None and plan.cache:
                 self.recent.put(plan.publish.model_copy(update={"outbox": []}), now)
         log.debug(
             "round: load %.1f ms, decide %.1f ms, commit %.1f ms, publish %.1f ms",
@@ -354,8 +361,15 @@ class DeciderHandler:
             if document.definition is None:
                 log.info("events for %s ignored: its start was rejected", workflow_id)
                 return plan
+            # Read for this round (from the store, or taken out of the recent cache): the decision
+            # may change it in place (services/decider/deciding.py). A new one is decided on a copy.
+            owned = exists
+            searched_before = searched_fields(document.state)
             try:
-                decision = await self._decide(document, events, now)
+                decision, document = await self.deciding.decide(document, events, now, owned=owned)
+            except WorkflowMovedOnError:
+                plan.redo = True
+                return plan
             except Exception as error:  # a bug in the core must not wedge the partition
                 log.exception("decide failed for %s", workflow_id)
                 reason = f"decide failed for workflow {workflow_id}: {error!r}"
@@ -366,6 +380,7 @@ class DeciderHandler:
             if not decision.changed and exists:
                 plan.publish = document  # repairs a crash between an earlier commit and its publish
                 plan.ignored_events = bool(events)
+                plan.cache = not owned  # decided in place, it may be part-changed with no commit
                 return plan
             version = document.version + 1
             outbox = [*document.outbox, *decision.outbox]
@@ -391,54 +406,13 @@ class DeciderHandler:
                 tasks,
                 read_at=now,
                 base_updated_at=document.updated_at,
-                searched_changed=searched_fields(document.state) != searched_fields(decision.state),
+                searched_changed=searched_before != searched_fields(decision.state),
                 history=[
                     HistoryChunk(workflow_id, generation, first, events)
                     for generation, first, events in decision.history
                 ],
             )
             return plan
-
-    async def _decide(self, document: WorkflowDocument, events: list[DeciderInbound], now: int) -> Decision:
-        """decide(), handed the TaskDefs of tasks named at run time when it asks for them, and
-        run off the event loop when the definition has scripts (a script may take up to its
-        time limit; heartbeats and other subscriptions go on meanwhile)."""
-        assert document.definition is not None
-        task_defs: dict[str, TaskDef | None] = {}
-        latest: tuple[WorkflowDef | None, str] | None = None
-        history: list[TaskState] | None = None
-        engine = engine_for(document.kind)
-        for _ in range(MAX_TASK_DEF_ROUNDS):
-            call = functools.partial(
-                engine.decide,
-                document.definition,
-                document.state,
-                events,
-                now,
-                limits=self.limits,
-                task_defs=task_defs,
-                sandbox=self.sandbox,
-                latest=latest,
-                history=history,
-            )
-            decision = await asyncio.to_thread(call) if engine.may_block(document.definition) else call()
-            if decision.needs_latest_definition:  # a restart onto the latest definitions
-                latest = await self._latest_snapshot(document.state.workflow_name)
-            elif decision.needs_history:  # a rerun: the task records, as committed
-                records = await self.store.list_tasks(document.workflow_id)
-                history = [task for task in records if task.workflow_version <= document.version]
-            elif decision.needs_task_defs:
-                found = await self.store.get_task_defs(sorted(decision.needs_task_defs))
-                task_defs.update({name: found.get(name) for name in decision.needs_task_defs})
-            else:
-                return decision
-        raise RuntimeError(f"decision kept asking for TaskDefs: {sorted(task_defs)}")
-
-    async def _latest_snapshot(self, name: str) -> tuple[WorkflowDef | None, str]:
-        found = await self.store.get_workflow_def(name, None)
-        if found is None:
-            return None, f"workflow definition {name!r} is no longer registered"
-        return await resolve_snapshot(self.store, found, self.prices)
 
     def _new_document(
         self,

@@ -1,5 +1,9 @@
 """Documents this decider committed a moment ago, so its next decision on them skips the read.
 
+A decision takes its document out (`take`) and puts back what it committed, so no two decisions
+ever hold one document object: the decider changes a taken document in place
+(services/decider/deciding.py).
+
 Safe by construction: a commit built on a stale copy fails its version check (the fence for the
 next version exists), the loser is dropped from here and reloaded. A decision that commits nothing
 has no version check, so when one made on a copy from here refuses events, the handler drops the
@@ -35,6 +39,14 @@ class RecentDocuments:
         if now - cached_at > self._ttl_ms:
             del self._entries[workflow_id]
             return None
+        return document
+
+    def take(self, workflow_id: str, now: int) -> WorkflowDocument | None:
+        """The document, out of the cache: the taker owns it (its decision may change it in
+        place), and a decision made meanwhile on the same workflow reads its own from the store.
+        The taker puts back what it committed."""
+        document = self.get(workflow_id, now)
+        self._entries.pop(workflow_id, None)
         return document
 
     def put(self, document: WorkflowDocument, now: int) -> None:

@@ -98,10 +98,19 @@ def decide(
     sandbox: Sandbox | None = None,
     latest: LatestSnapshot | None = None,
     history: Sequence[TaskState] | None = None,
+    in_place: bool = False,
 ) -> Decision:
+    """Apply `events` to `state` and walk the workflow on: the new state, what changed and what
+    to send. `state` is left as it was, unless `in_place`.
+
+    in_place: decide on `state` itself, not on a working copy. For a caller that owns the state
+    (read for this decision, shared with nobody): the copy is the largest single cost of a
+    decision (a JSON round trip of the whole state, ~65 µs at ten tasks). When the decision asks
+    for more (needs_task_defs, needs_latest_definition, needs_history) or raises, the state is
+    left part-way and must be read again before it is decided on."""
     # The working copy: a JSON round trip (in pydantic-core) is several times faster than
     # deepcopy, and the state is JSON by construction.
-    working = WorkflowState.model_validate_json(state.model_dump_json())
+    working = state if in_place else WorkflowState.model_validate_json(state.model_dump_json())
     working.awaiting_continuation = False
     run = DecisionRun(
         snapshot, working, now, registry, limits, task_defs or {}, sandbox or IN_PROCESS, latest, history

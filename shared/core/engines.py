@@ -37,6 +37,9 @@ class UnknownDefinitionKindError(KeyError):
 
 class DefinitionEngine(Protocol):
     kind: str
+    decides_in_place: bool
+    """Whether `decide(..., in_place=True)` works on the state it is given, leaving it part-way
+    when the decision asks for more (the caller then reads it again); False: always a copy."""
 
     def decide(
         self,
@@ -50,7 +53,11 @@ class DefinitionEngine(Protocol):
         sandbox: Sandbox | None,
         latest: LatestSnapshot | None = None,
         history: Sequence[TaskState] | None = None,
-    ) -> Decision: ...
+        in_place: bool = False,
+    ) -> Decision:
+        """`in_place`: the caller owns `state` and lets the decision change it rather than a
+        copy (shared/core/decide.py), if the engine `decides_in_place`."""
+        ...
 
     def may_block(self, snapshot: WorkflowDef) -> bool:
         """True when a decision may take long (scripts run in it): the decider then runs it off
@@ -60,6 +67,7 @@ class DefinitionEngine(Protocol):
 
 class GraphEngine:
     kind = GRAPH
+    decides_in_place = True
 
     def decide(
         self,
@@ -73,6 +81,7 @@ class GraphEngine:
         sandbox: Sandbox | None,
         latest: LatestSnapshot | None = None,
         history: Sequence[TaskState] | None = None,
+        in_place: bool = False,
     ) -> Decision:
         return decide(
             snapshot,
@@ -84,6 +93,7 @@ class GraphEngine:
             sandbox=sandbox,
             latest=latest,
             history=history,
+            in_place=in_place,
         )
 
     def may_block(self, snapshot: WorkflowDef) -> bool:

@@ -70,6 +70,8 @@ CODE = "code"
 
 class CodeEngine:
     kind = CODE
+    decides_in_place = False
+    """decide_code always works on its own copy."""
 
     def decide(
         self,
@@ -83,6 +85,7 @@ class CodeEngine:
         sandbox: Sandbox | None,
         latest: LatestSnapshot | None = None,
         history: Sequence[TaskState] | None = None,
+        in_place: bool = False,
     ) -> Decision:
         return decide_code(snapshot, state, events, now, limits=limits, task_defs=task_defs)
 
