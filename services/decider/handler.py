@@ -365,6 +365,7 @@ class DeciderHandler:
             # may change it in place (services/decider/deciding.py). A new one is decided on a copy.
             owned = exists
             searched_before = searched_fields(document.state)
+            executions_before = {task.task_id for task in document.state.tasks.values()}
             try:
                 decision, document = await self.deciding.decide(document, events, now, owned=owned)
             except WorkflowMovedOnError:
@@ -407,6 +408,11 @@ class DeciderHandler:
                 read_at=now,
                 base_updated_at=document.updated_at,
                 searched_changed=searched_before != searched_fields(decision.state),
+                new_task_ids=[
+                    task.task_id
+                    for task in decision.state.tasks.values()
+                    if task.task_id not in executions_before
+                ],
                 history=[
                     HistoryChunk(workflow_id, generation, first, events)
                     for generation, first, events in decision.history

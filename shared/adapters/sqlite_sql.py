@@ -140,6 +140,15 @@ def ids_param(ids: Iterable[str]) -> str:
     return json.dumps(list(ids))
 
 
+def id_filter(ids: Sequence[str], column: str = "id") -> tuple[str, tuple[str]]:
+    """A WHERE condition on `column` for these ids and its parameter: `= ?` for one (most reads
+    are of one workflow, and a JSON list costs an encode and a table-valued function), else the
+    JSON list of ids_param."""
+    if len(ids) == 1:
+        return f"{column} = ?", (ids[0],)
+    return f"{column} IN (SELECT value FROM json_each(?))", (ids_param(ids),)
+
+
 def sql_limit(limit: int) -> int:
     """MongoDB's convention, which the other adapter follows: a limit of 0 means no limit."""
     return limit if limit > 0 else -1
@@ -270,7 +279,8 @@ def clear_outboxes(connection: sqlite3.Connection, published: Sequence[tuple[str
     )
 
 
-HEADS_SQL = "SELECT id, status, heads FROM store_workflows WHERE id IN (SELECT value FROM json_each(?))"
+HEADS_SQL = "SELECT id, status, heads FROM store_workflows WHERE "
+"""Completed by an id_filter condition."""
 LEGACY_HEADS_SQL = (
     "SELECT w.id, w.body ->> '$.state.status', t.key, t.value ->> '$.taskId',"
     " t.value ->> '$.referenceTaskName', t.value ->> '$.taskType', t.value ->> '$.status',"

@@ -74,6 +74,10 @@ class Commit:
     """`updated_at` of the version the decision is based on (`expected_version`), which every
     rival for the next version shares: the MongoDB adapter files the commit's fence by it
     (shared/adapters/mongo_fences.py). None: the commit is fenced as a late one."""
+    new_task_ids: Sequence[str] | None = None
+    """The current executions this decision created (in the document's tasks, not in the base
+    version's): an adapter that indexes executions by id (SQLite) writes only these. None: not
+    known, so every current one is indexed again (a no-op for those already there)."""
 
 
 @dataclass(frozen=True)

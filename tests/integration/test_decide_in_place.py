@@ -198,6 +198,7 @@ async def test_two_batches_of_one_workflow_never_share_its_document(store: Store
         document = await store.load_workflow("wf-fork")
         assert document is not None
         a1, b1 = document.state.tasks["a1"].task_id, document.state.tasks["b1"].task_id
+        assert [await store.find_task_workflow(task_id) for task_id in (a1, b1)] == ["wf-fork"] * 2
         decider.store = SecondCommitsFirst(store)  # type: ignore[assignment]
         await asyncio.gather(
             decider.handle_batch([delivered(result("wf-fork", a1, {}), 1)]),
@@ -211,6 +212,8 @@ async def test_two_batches_of_one_workflow_never_share_its_document(store: Store
     statuses = {ref: task.status.value for ref, task in document.state.tasks.items()}
     assert statuses["a1"] == statuses["b1"] == "COMPLETED"
     assert statuses["a2"] == statuses["b2"] == "SCHEDULED"
+    for ref in ("a2", "b2"):  # live executions are found by id (indexed when their decision made them)
+        assert await store.find_task_workflow(document.state.tasks[ref].task_id) == "wf-fork"
     sent = sorted(m.reference_task_name for m in dispatches(tmp_path / "bus.db", TOPICS.tasks("in_place_%2")))
     assert sent == ["a2", "b2"]
 
