@@ -27,7 +27,7 @@ from services.decider.faults import DeciderFaults
 from services.decider.outgoing import messages_of, refuse_past_limits
 from services.decider.recent import RecentDocuments
 from services.decider.recent_histories import RecentHistories
-from services.decider.snapshot import resolve_snapshot
+from services.decider.snapshot import SnapshotMemo, resolve_snapshot
 from shared import telemetry
 from shared.core import new_workflow_state
 from shared.core.code.engine import CODE
@@ -137,6 +137,7 @@ class DeciderHandler:
         self.limits = limits or Limits()
         self.sandbox = sandbox
         self.recent = RecentDocuments()
+        self.snapshots = SnapshotMemo()
         self.deciding = Deciding(store, self.limits, sandbox, self.prices)
         self.histories = RecentHistories()
         self._background: set[asyncio.Task[None]] = set()
@@ -486,21 +487,29 @@ class DeciderHandler:
     async def _snapshot(self, start: StartWorkflow) -> tuple[WorkflowDef | None, str]:
         """The definition to embed in a new execution — the registered one, or the start's
         inline `workflowDef` — with TaskDefs resolved and sub-workflow versions fixed; or why
-        there is none."""
+        there is none. A registered one's is remembered while no definition changes."""
         if start.workflow_def is not None:
             try:
                 definition = parse_workflow_def(start.workflow_def)
             except DefinitionError as error:
                 return None, f"inline workflowDef: {error}"
-        else:
-            found = await self.store.get_workflow_def(start.name, start.version)
-            if found is None:
-                which = f"version {start.version}" if start.version is not None else "any version"
-                return None, f"workflow definition {start.name!r} ({which}) is not registered"
-            definition = found
-            if is_code_definition(found):  # a registered code workflow: its code is the runtime's
-                return found, ""
-        return await resolve_snapshot(self.store, definition, self.prices)
+            return await resolve_snapshot(self.store, definition, self.prices)
+        generation = await self.store.definitions_generation()
+        remembered = self.snapshots.get(start.name, start.version, generation)
+        if remembered is not None:
+            return remembered
+        snapshot = await self._registered_snapshot(start)
+        self.snapshots.put(start.name, start.version, generation, snapshot)
+        return snapshot
+
+    async def _registered_snapshot(self, start: StartWorkflow) -> tuple[WorkflowDef | None, str]:
+        found = await self.store.get_workflow_def(start.name, start.version)
+        if found is None:
+            which = f"version {start.version}" if start.version is not None else "any version"
+            return None, f"workflow definition {start.name!r} ({which}) is not registered"
+        if is_code_definition(found):  # a registered code workflow: its code is the runtime's
+            return found, ""
+        return await resolve_snapshot(self.store, found, self.prices)
 
     async def _publish(self, plans: Sequence[_Plan]) -> None:
         if not plans:

@@ -3,6 +3,7 @@ happens to the registered definitions afterwards."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from shared.core.validation import DefinitionError, validate_workflow_def
@@ -55,3 +56,36 @@ async def _fix_sub_workflow_version(store: Store, node: WorkflowTask) -> str:
         return f"sub-workflow {params.name!r} of task {node.task_reference_name!r} is not registered"
     params.version = latest.version
     return ""
+
+
+Resolved = tuple[WorkflowDef | None, str]
+
+
+class SnapshotMemo:
+    """The snapshots of registered definitions this decider resolved, kept while the store's
+    definitions_generation reads the same: nothing they were resolved from has changed since.
+
+    Why: resolving is a parse of the registered definition, a deep copy, a read and parse of
+    its TaskDefs and a full validation — about 1.5 ms for a ten-task definition on this machine,
+    paid by every batch of starts (benchmarks/README.md). A store that cannot tell (generation
+    None) gets nothing kept. A snapshot is shared by the executions that run it, as the store's
+    own snapshot cache shares it: definitions are never changed in place."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, int | None], tuple[int, Resolved]] = OrderedDict()
+
+    def get(self, name: str, version: int | None, generation: int | None) -> Resolved | None:
+        entry = self._entries.get((name, version))
+        if entry is None or generation is None or entry[0] != generation:
+            return None
+        self._entries.move_to_end((name, version))
+        return entry[1]
+
+    def put(self, name: str, version: int | None, generation: int | None, resolved: Resolved) -> None:
+        if generation is None:
+            return
+        self._entries[(name, version)] = (generation, resolved)
+        self._entries.move_to_end((name, version))
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)

@@ -194,6 +194,9 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         result = await self._task_defs.delete_one({"_id": name})
         return result.deleted_count > 0
 
+    async def definitions_generation(self) -> int | None:
+        return None  # no such counter here: every start resolves its snapshot afresh
+
     async def put_task_def(self, task_def: TaskDef) -> None:
         data = definition_to_mongo(task_def.name, task_def)
         await self._task_defs.replace_one({"_id": task_def.name}, data, upsert=True)

@@ -79,6 +79,19 @@ CREATE TABLE IF NOT EXISTS store_history (
 CREATE INDEX IF NOT EXISTS store_history_workflow ON store_history (workflow_id, generation, first);
 """
 
+DEFINITIONS_GENERATION = [
+    "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('definitions', 0)",
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS {table}_{event.lower()}d AFTER {event} ON {table}"
+        " BEGIN UPDATE store_meta SET value = value + 1 WHERE key = 'definitions'; END"
+        for table in ("store_workflow_defs", "store_task_defs")
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ),
+]
+"""A number every change to a workflow or task definition bumps, by trigger (so no writer, in
+any process, can forget it): what the decider's snapshot memo is keyed by."""
+
 
 # ---- rows ----
 
@@ -185,6 +198,8 @@ def create_schema(connection: sqlite3.Connection) -> None:
         if statement.strip():
             connection.execute(statement)
     create_search_schema(connection)
+    for statement in DEFINITIONS_GENERATION:
+        connection.execute(statement)
     columns = {row[1] for row in connection.execute("PRAGMA table_info(store_workflows)")}
     if "heads" not in columns:  # a state file from before heads were kept
         connection.execute("ALTER TABLE store_workflows ADD COLUMN heads TEXT")

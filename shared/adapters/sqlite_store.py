@@ -161,6 +161,13 @@ class SqliteStore:
         )
         return None if row is None else WorkflowDef.model_validate_json(row[0])
 
+    async def definitions_generation(self) -> int | None:
+        row = await self._run(
+            lambda c: c.execute("SELECT value FROM store_meta WHERE key = 'definitions'").fetchone(),
+            inline=True,
+        )
+        return None if row is None else int(row[0])
+
     async def list_workflow_defs(self) -> list[WorkflowDef]:
         rows = await self._run(
             lambda c: c.execute("SELECT body FROM store_workflow_defs ORDER BY name, version").fetchall()

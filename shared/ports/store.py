@@ -172,6 +172,12 @@ class Store(Protocol):
         """Forget one version; True if it existed. Running executions keep their snapshot."""
         ...
 
+    async def definitions_generation(self) -> int | None:
+        """A number that changes whenever any workflow or task definition is registered,
+        replaced or deleted, by anyone: while it reads the same, a snapshot resolved from the
+        definitions still holds. None: this store cannot tell, so nothing may be kept."""
+        ...
+
     async def put_task_def(self, task_def: TaskDef) -> None: ...
     async def list_task_defs(self) -> list[TaskDef]:
         """Every registered TaskDef, by name."""
