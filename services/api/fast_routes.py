@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, APIRouter
 from pydantic import BaseModel
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -77,10 +77,13 @@ class PlainJsonRoute(Route):
             await self.router({**scope, DECLINED: True}, receive, send)
             return
         request = Request(scope, receive)
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # gone before its body arrived: there is no one to answer
+            return
         parsed = parse_plain(self.model, request.headers.get("content-type"), body)
         if parsed is None:
-            await self.router({**scope, DECLINED: True}, replay(body), send)
+            await self.router({**scope, DECLINED: True}, replay(body, receive), send)
             return
         self.served += 1
         # scope["route"] is this route, whose path is FastAPI's route's: the same permission.
@@ -105,14 +108,15 @@ def parse_plain(model: type[Body], content_type: str | None, body: bytes) -> Bod
         return None
 
 
-def replay(body: bytes) -> Receive:
-    """A `receive` that gives FastAPI's route the body already read, then a disconnect."""
-    messages: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives FastAPI's route the body already read, then whatever the client's
+    connection says next (a hang-up, while the response is sent: the hand-out checks for one)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
-    async def receive() -> Message:
-        return messages.pop() if messages else {"type": "http.disconnect"}
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
 
-    return receive
+    return replayed
 
 
 async def _update_and_poll(ctx: ApiContext, result: ConductorTaskResult, key: ApiKey | None) -> Response:

@@ -90,7 +90,11 @@ class Deciding:
     async def _read_again(self, document: WorkflowDocument) -> WorkflowDocument:
         """The document as committed at its version, for a decision made in place part-way."""
         self.reads_again += 1
-        fresh = (await self.store.load_workflows([document.workflow_id])).get(document.workflow_id)
+        try:
+            fresh = (await self.store.load_workflows([document.workflow_id])).get(document.workflow_id)
+        except Exception as error:  # decided again in the next round, whose own read fails the
+            # batch (redelivered) if the store is still failing: not a dead letter for a blip
+            raise WorkflowMovedOnError(document.workflow_id) from error
         if fresh is None or fresh.version != document.version:
             raise WorkflowMovedOnError(document.workflow_id)
         return fresh

@@ -260,7 +260,7 @@ class DeciderHandler:
         if conflicted:  # rare with one owner per workflow: a redelivered batch, a rebalance
             log.info("%d commits lost to a newer version: %s", len(conflicted), conflicted[:10])
         lost = conflicted + recheck
-        decisions_committed.add(len(commits) - len(lost))
+        decisions_committed.add(len(commits) - len(conflicted))  # rechecks never were commits
         version_conflicts.add(len(lost))
         for plan, ok in zip(commits, won, strict=True):
             if ok:

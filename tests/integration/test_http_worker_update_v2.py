@@ -4,6 +4,7 @@ that answer brings back runs in the same slot without another poll."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -72,3 +73,38 @@ async def test_reports_bring_back_the_next_task_so_a_slot_polls_once(
     assert paths["/api/tasks/update-v2"] == WORKFLOWS, paths
     polls = paths["/api/tasks/poll/batch"]
     assert polls < WORKFLOWS / 2, f"the reports should have carried most next tasks: {paths}"
+
+
+async def test_a_report_answered_by_fastapis_route_hands_the_next_task_out_once(
+    api: httpx.AsyncClient,
+) -> None:
+    """A report with a JSON content type of its own (`application/vnd.cairn+json`) is answered by
+    FastAPI's route, not the fast one (services/api/fast_routes.py); the task it brings back is
+    handed out once: the route still sees the client's connection, not a made-up hang-up that
+    would put the task back in the queue while sending it."""
+    task_type = f"replayed_{uuid.uuid4().hex[:8]}"
+    definition = {"name": f"wf_{task_type}", "tasks": [{"name": task_type, "taskReferenceName": "t"}]}
+    assert (await api.post("/api/metadata/taskdefs", json=[{"name": task_type}])).status_code == 200
+    assert (await api.post("/api/metadata/workflow", json=definition)).status_code == 200
+    ids = [(await api.post(f"/api/workflow/{definition['name']}", json={})).text for _ in range(2)]
+    for workflow_id in ids:
+        await wait_for(api, workflow_id, lambda w: bool(w["tasks"]))
+    first = (
+        await api.get(f"/api/tasks/poll/batch/{task_type}", params={"count": 1, "timeout": 1000})
+    ).json()[0]
+    report = {
+        "workflowInstanceId": first["workflowInstanceId"],
+        "taskId": first["taskId"],
+        "status": "COMPLETED",
+        "workerId": "w",
+    }
+    answer = await api.post(
+        "/api/tasks/update-v2",
+        content=json.dumps(report).encode(),
+        headers={"content-type": "application/vnd.cairn+json"},
+    )
+    assert answer.status_code == 200, answer.text
+    second = answer.json()
+    assert second["taskId"] != first["taskId"] and second["workflowInstanceId"] in ids
+    again = await api.get(f"/api/tasks/poll/batch/{task_type}", params={"count": 1, "timeout": 500})
+    assert again.json() == [], "the task brought back by the report was handed out again"

@@ -175,3 +175,37 @@ async def test_a_body_past_the_limit_is_refused_as_before() -> None:
             answers.append((response.status_code, response.text))
         assert answers[0][0] == 413 and answers[1] == answers[0], answers
     assert served(fast) == dict.fromkeys(PATHS, 0)
+
+
+async def test_a_client_gone_before_its_body_arrived_gets_no_error() -> None:
+    """A worker that hangs up mid-body: no answer and no 500 (there is no one to answer), where
+    the fast route used to raise ClientDisconnect into the error handler."""
+    fast = app()
+    sent: list[Any] = []
+    messages: list[dict[str, Any]] = [
+        {"type": "http.disconnect"},
+        {"type": "http.request", "body": b'{"workflowInstanceId": ', "more_body": True},
+    ]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop()
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/tasks/update-v2",
+        "raw_path": b"/api/tasks/update-v2",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    await fast(scope, receive, send)
+    assert sent == []
