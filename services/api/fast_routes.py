@@ -119,10 +119,6 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-async def _update_and_poll(ctx: ApiContext, result: ConductorTaskResult, key: ApiKey | None) -> Response:
-    return await update_task_and_poll(ctx, result, key)
-
-
 async def _update(ctx: ApiContext, result: ConductorTaskResult, key: ApiKey | None) -> Response:
     return PlainTextResponse(await update_task(ctx, result, key))  # FastAPI's response_class
 
@@ -132,7 +128,7 @@ async def _start(ctx: ApiContext, request: StartWorkflowRequest, key: ApiKey | N
 
 
 PLAIN_JSON_ROUTES: dict[str, tuple[type[BaseModel], PlainCall]] = {
-    "/api/tasks/update-v2": (ConductorTaskResult, _update_and_poll),
+    "/api/tasks/update-v2": (ConductorTaskResult, update_task_and_poll),
     "/api/tasks": (ConductorTaskResult, _update),
     "/api/workflow": (StartWorkflowRequest, _start),
 }

@@ -364,11 +364,10 @@ class DeciderHandler:
                 return plan
             # Read for this round (from the store, or taken out of the recent cache): the decision
             # may change it in place (services/decider/deciding.py). A new one is decided on a copy.
-            owned = exists
             searched_before = searched_fields(document.state)
             executions_before = {task.task_id for task in document.state.tasks.values()}
             try:
-                decision, document = await self.deciding.decide(document, events, now, owned=owned)
+                decision, document = await self.deciding.decide(document, events, now, owned=exists)
             except WorkflowMovedOnError:
                 plan.redo = True
                 return plan
@@ -382,7 +381,7 @@ class DeciderHandler:
             if not decision.changed and exists:
                 plan.publish = document  # repairs a crash between an earlier commit and its publish
                 plan.ignored_events = bool(events)
-                plan.cache = not owned  # decided in place, it may be part-changed with no commit
+                plan.cache = False  # decided in place, it may be part-changed with no commit
                 return plan
             version = document.version + 1
             outbox = [*document.outbox, *decision.outbox]

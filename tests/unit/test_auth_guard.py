@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from fastapi.routing import APIRoute
 
 from services.api.app import create_app
 from services.api.auth import OPEN_ROUTES, ROUTE_PERMISSIONS, ApiAuth, KeysFile, api_auth, is_loopback
 from services.api.context import ApiContext
+from services.api.fast_routes import api_routes
 from services.runtime import StartupError
 from shared.auth.roles import Permission
 from shared.auth.tokens import TokenError
@@ -24,19 +23,9 @@ from shared.config import CairnSettings
 SECRET = "s3cret-s3cret-s3cret"
 
 
-def _api_routes(routes: list[Any]) -> Iterator[APIRoute]:
-    """The app's routes as the guard sees them (`scope["route"]`); newer FastAPI keeps an
-    included router's routes inside it."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield route
-        elif hasattr(route, "original_router"):
-            yield from _api_routes(route.original_router.routes)
-
-
 def app_routes() -> set[tuple[str, str]]:
     app = create_app(cast(ApiContext, object()))
-    routes = {(method, route.path) for route in _api_routes(app.routes) for method in route.methods}
+    routes = {(method, route.path) for route in api_routes(app.routes) for method in route.methods}
     documented = {
         (method.upper(), path) for path, operations in app.openapi()["paths"].items() for method in operations
     }
