@@ -22,7 +22,7 @@ from services.api.auth import authorise, token_router
 from services.api.body_limit import BodyLimit
 from services.api.context import ApiContext
 from services.api.errors import install_error_handlers
-from services.api.fast_routes import install_plain_json_routes
+from services.api.fast_routes import install_fast_routes
 
 
 def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> FastAPI:
@@ -50,7 +50,7 @@ def create_app(ctx: ApiContext, max_request_bytes: int = 8 * 1024 * 1024) -> Fas
     app.include_router(code_workflows.router)
     app.include_router(deadletters.router)
     app.include_router(events.router)
-    install_plain_json_routes(app)  # every step's and every start's request, ahead of FastAPI
+    install_fast_routes(app)  # every step's and every start's request, ahead of FastAPI
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
 

@@ -48,6 +48,7 @@ REPORTABLE = (
     TaskStatus.FAILED_WITH_TERMINAL_ERROR,
 )
 MAX_POLL_TIMEOUT_MS = 30_000
+MAX_POLL_COUNT = 1000
 
 
 class ConductorTaskResult(CamelModel):
@@ -82,7 +83,7 @@ async def batch_poll(
     task_type: str,
     workerid: str | None = None,
     domain: str | None = None,
-    count: Annotated[int, Query(ge=1, le=1000)] = 1,
+    count: Annotated[int, Query(ge=1, le=MAX_POLL_COUNT)] = 1,
     timeout: Annotated[int, Query(ge=0, description="Long-poll wait in milliseconds.")] = 100,  # noqa: ASYNC109
 ) -> Response:
     """Up to `count` tasks, waiting up to `timeout` ms for the first; an empty list when none."""
