@@ -18,10 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-import anyio
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
@@ -114,15 +113,28 @@ async def hung_up(receive: Receive) -> bool:
     """Whether the client has closed its connection, without waiting for anything (a request
     body still pending is read past: the route has what it needed)."""
     for _ in range(2):
-        message: Message = {}
-        with anyio.CancelScope() as scope:
-            scope.cancel()
-            message = await receive()
-        if message.get("type") == "http.disconnect":
-            return True
-        if message.get("type") != "http.request":
-            return False
+        message = receive_now(receive)
+        if message is None or message.get("type") != "http.request":
+            return message is not None and message.get("type") == "http.disconnect"
     return False
+
+
+def receive_now(receive: Receive) -> Message | None:
+    """The connection's next ASGI message if it is there already; None if `receive` would wait.
+
+    The receive coroutine is stepped once and closed should it suspend (its waits unwind as on a
+    cancellation). Starlette's `is_disconnected` does the same inside a cancelled anyio
+    CancelScope, which costs 24 µs against 1 µs here, paid a few times per hand-out."""
+    pending = receive()
+    if not isinstance(pending, Coroutine):
+        return None  # not a coroutine (no ASGI server's receive is): cannot look without waiting
+    try:
+        pending.send(None)
+    except StopIteration as done:
+        message: Message = done.value
+        return message
+    pending.close()
+    return None
 
 
 class HandOutResponse(JSONResponse):

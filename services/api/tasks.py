@@ -16,7 +16,7 @@ from services.api.auth import Caller, ensure_may_work_on
 from services.api.code_workflows import raise_signal_as_event
 from services.api.conductor import task_json
 from services.api.context import ApiContext, ApiError, context, is_workflow_id, refuse_past_limits
-from services.api.handout import HandOut, HandOutResponse
+from services.api.handout import HandOut, HandOutResponse, hung_up
 from services.api.views import load_executions
 from shared import telemetry
 from shared.auth.keys import ApiKey
@@ -95,7 +95,7 @@ async def batch_poll(
         workerid or "http-worker",
         count,
         min(timeout, MAX_POLL_TIMEOUT_MS) / 1000,
-        gone=request.is_disconnected,
+        gone=lambda: hung_up(request.receive),
     )
     return HandOutResponse(hand_out.tasks, hand_out)
 
