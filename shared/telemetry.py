@@ -54,6 +54,12 @@ def configure(service_name: str, otlp_endpoint: str | None = None) -> None:
         install_tracer_provider(service_name, processor)
 
 
+def exporting() -> bool:
+    """Whether spans are recorded in this process (an SDK tracer provider is installed: export is
+    configured, or a test installed one); False means every span is the API's no-op."""
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
+
+
 def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)
 
