@@ -290,7 +290,8 @@ def fetch(conn: sqlite3.Connection, group: str, member: str, max_batch: int, rot
     """The next messages after the committed offsets of the partitions this member holds an
     unexpired lease on. Only partitions with messages past their committed offset are read (one
     query finds them: a decider holds 24 partitions, and one query each cost more than the rest of
-    a fetch). The starting partition rotates, so one busy partition starves no other."""
+    a fetch). The starting partition rotates among those, so one busy partition starves no
+    other."""
     batch: list[Received] = []
     with read(conn):
         positions = conn.execute(

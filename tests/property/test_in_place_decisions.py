@@ -12,10 +12,11 @@ What would break it: a decision linking an object of the state to something that
 decision — the definition, an event, a message already in the outbox — and a later in-place
 decision changing it through the state. A copy cuts every such link at each decision; in place
 nothing does. So besides comparing each decision's output, the test checks after every step that
-the definitions, the events and every message handed out earlier still read as when they were
-made. (A decision's task records are the state's own task objects, in either mode: the handler
-writes them with the same round's commit, before the state is decided on again, so they are not
-held to that; this test found them changed by later decisions when it first held them to it.)
+the definitions, the step's events and every message handed out earlier still read as when they
+were made. (A decision's task records are the state's own task objects, in either mode: the
+handler writes them with the same round's commit, before the state is decided on again, so they
+are not held to that; this test found them changed by later decisions when it first held them to
+it.)
 """
 
 from __future__ import annotations
