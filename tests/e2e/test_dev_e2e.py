@@ -43,7 +43,9 @@ never written goes out again within seconds: test_rehand_dev_e2e.py.)"""
 async def test_dev_killed_mid_run_and_restarted_on_the_same_file(tmp_path: Path) -> None:
     server = DevServer(tmp_path, None, CAIRN_SWEEPER_STALE_AFTER_S="2", CAIRN_SWEEPER_STALE_INTERVAL_S="1")
     server.start()
-    worker = server.worker(tmp_path)
+    # Two slots per task type: the run lasts long enough for the kill to land in its middle (with 20,
+    # a faster engine finished all 50 between two looks at the completed count).
+    worker = server.worker(tmp_path, concurrency=2)
     task_defs = [
         {**task_def, "responseTimeoutSeconds": RESPONSE_TIMEOUT_S, "retryCount": 3, "retryDelaySeconds": 0}
         for task_def in TASK_DEFS
