@@ -114,8 +114,10 @@ async def hung_up(receive: Receive) -> bool:
     body still pending is read past: the route has what it needed)."""
     for _ in range(2):
         message = receive_now(receive)
-        if message is None or message.get("type") != "http.request":
-            return message is not None and message.get("type") == "http.disconnect"
+        if message is None:
+            return False
+        if message.get("type") != "http.request":
+            return message.get("type") == "http.disconnect"
     return False
 
 
