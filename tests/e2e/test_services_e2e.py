@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from shared.messaging import outgoing
+from shared.models.messages import TaskMessage
 from shared.models.runtime import TaskStatus, WorkflowStatus
 from shared.ports.bus import Outgoing, Received
 from tests.e2e.cluster import Cluster, Process
@@ -60,24 +62,108 @@ async def wait_until_partly_done(cluster: Cluster, ids: list[str], at_least: int
     raise AssertionError("no progress before the kill\n" + cluster.diagnostics())
 
 
+async def running(process: Process) -> None:
+    """Up far enough to handle SIGTERM (a rollout waits for the new pod to be ready; a process
+    still importing dies of the signal's default action, as it would anywhere)."""
+    for _ in range(600):
+        if f"cairn {process.name} starting" in process.log_tail(200):
+            return
+        assert process.alive(), process.log_tail()
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{process.name} never started\n{process.log_tail()}")
+
+
 async def test_fifty_workflows_complete_with_exact_outputs(cluster: Cluster) -> None:
     ids = await start_pipelines(cluster)
     await assert_all_completed_exactly(cluster, ids)
 
 
-@pytest.mark.parametrize("victim", ["decider", "scheduler"])
-async def test_service_killed_mid_run_and_restarted(cluster: Cluster, victim: str) -> None:
+async def test_decider_killed_mid_run_and_restarted(cluster: Cluster) -> None:
     ids = await start_pipelines(cluster)
     await wait_until_partly_done(cluster, ids)
     # A second wave published just before the kill: on a slow machine the first wave can finish
-    # between two polls, and the victim must die with work it has not finished whatever the timing.
+    # between two polls, and the decider must die with work it has not finished whatever the timing.
     ids += await asyncio.gather(*(start_pipeline(cluster, i) for i in range(len(ids), len(ids) + 20)))
-    cluster[victim].kill()
+    cluster["decider"].kill()
     done_at_kill = await cluster.count_completed(ids)
     assert done_at_kill < len(ids), "everything finished before the kill: the test proves nothing"
     await asyncio.sleep(1)
-    cluster[victim].start()
+    cluster["decider"].start()
     await assert_all_completed_exactly(cluster, ids)
+
+
+async def test_workflows_run_to_the_end_while_the_scheduler_is_down(cluster: Cluster) -> None:
+    """Since issue 16 the decider publishes a dispatch straight to its workers' topic: the
+    scheduler is off a step's path, and a run must not wait for it."""
+    cluster["scheduler"].kill()
+    ids = await start_pipelines(cluster)
+    await assert_all_completed_exactly(cluster, ids)
+    cluster["scheduler"].start()  # so the fixture's check that SIGTERM stops it cleanly applies
+    await running(cluster["scheduler"])
+
+
+def legacy_dispatch(topics_prefix: str, n: int) -> TaskMessage:
+    """A dispatch as a decider from before issue 16 put it on `task.dispatch`."""
+    return TaskMessage(
+        id=f"legacy-{n}",
+        task_id=f"legacy-task-{n}",
+        task_type="e2e_legacy",
+        task_def_name="e2e_legacy",
+        reference_task_name="legacy",
+        workflow_instance_id=f"{topics_prefix}legacy-{n % 97}",
+        workflow_type="e2e_legacy_flow",
+        input_data={"n": n},
+    )
+
+
+async def test_scheduler_killed_mid_backlog_forwards_every_dispatch_after_restart(cluster: Cluster) -> None:
+    """What the scheduler still does: forward the dispatches older deciders put on
+    `task.dispatch` to `tasks.<taskType>`. Killed with part of a backlog forwarded, and started
+    again, it forwards every one of them (at least once: its offsets are committed after the
+    publish)."""
+    from shared.adapters.kafka_bus import KafkaBus
+
+    topics = cluster.topics
+    legacy_topic = topics.tasks("e2e_legacy")
+    await cluster.bus.ensure_topics([legacy_topic])
+    forwarded: set[str] = set()
+
+    async def collect(batch: list[Received]) -> None:
+        forwarded.update(json.loads(m.value)["taskId"] for m in batch)
+
+    listener = KafkaBus(cluster.env["CAIRN_KAFKA_BOOTSTRAP"], client_id="legacy-listener")
+    listener.subscribe([legacy_topic], "legacy-listener", collect)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        cluster["scheduler"].kill()
+        backlog = [legacy_dispatch(topics.prefix, n) for n in range(5000)]
+        await cluster.bus.publish(
+            [outgoing(topics.task_dispatch, m, m.workflow_instance_id) for m in backlog]
+        )
+        cluster["scheduler"].start()
+        for _ in range(1200):
+            if forwarded:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the restarted scheduler forwarded nothing\n" + cluster.diagnostics())
+        cluster["scheduler"].kill()
+        forwarded_at_kill = len(forwarded)
+        assert forwarded_at_kill < len(backlog), "the whole backlog was forwarded before the kill"
+        print(f"\nscheduler killed with {forwarded_at_kill} of {len(backlog)} dispatches forwarded")
+        await asyncio.sleep(1)
+        cluster["scheduler"].start()
+        expected = {m.task_id for m in backlog}
+        for _ in range(1200):
+            if forwarded >= expected:
+                break
+            await asyncio.sleep(0.05)
+        assert forwarded == expected, (
+            f"{len(expected - forwarded)} of {len(expected)} dispatches never forwarded "
+            f"({forwarded_at_kill} at the kill)\n" + cluster.diagnostics()
+        )
+    finally:
+        await listener.stop()
 
 
 async def test_timer_killed_while_retry_timers_pending(cluster: Cluster) -> None:
@@ -290,16 +376,6 @@ async def test_rolling_restart_under_load_loses_nothing(cluster: Cluster, tmp_pa
     async def start_more(count: int) -> None:
         for _ in range(count):
             ids.append(await start_pipeline(cluster, len(ids), "roll"))
-
-    async def running(process: Process) -> None:
-        """Up far enough to handle SIGTERM (a rollout waits for the new pod to be ready; a
-        process still importing dies of the signal's default action, as it would anywhere)."""
-        for _ in range(600):
-            if f"cairn {process.name} starting" in process.log_tail(200):
-                return
-            assert process.alive(), process.log_tail()
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{process.name} never started\n{process.log_tail()}")
 
     exits = {}
     for name in ("decider", "scheduler", "timer", "sweeper", "worker"):
