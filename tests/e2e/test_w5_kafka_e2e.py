@@ -5,10 +5,13 @@ printed (`W5 kafka decider: 0.8 s`). Every process has its own CAIRN_INSTANCE_ID
 cluster.py), so its consumers are static members and the restart gets their partitions back at
 once; without it they waited out the dead members' session (10 s) and a rebalance.
 
-Progress that needed the process: for the decider, scheduler and Kafka worker, a workflow started
-after the kill completing (its one task runs on the Kafka worker); for the timer, a workflow
-started after the kill whose WAIT of 1 s ends by its timer; for the api, a task handed out to an
-HTTP poller (this test) from a task type only HTTP pollers serve. The sweeper is not measured: it
+Progress that needed the process: for the decider and Kafka worker, a workflow started after the
+kill completing (its one task runs on the Kafka worker); for the timer, a workflow started after
+the kill whose WAIT of 1 s ends by its timer; for the api, a task handed out to an HTTP poller
+(this test) from a task type only HTTP pollers serve; for the scheduler, a dispatch put on
+`task.dispatch` after the kill (as a decider from before issue 16 did) reaching its workers'
+topic. Since issue 16 a decider publishes dispatches to the workers' topics itself, so a workflow
+completing no longer needs the scheduler. The sweeper is not measured: it
 consumes nothing from Kafka (static membership does not concern it) and nothing in a steady stream
 waits for it; it repairs lost publishes, which a kill of the sweeper itself does not cause.
 
@@ -18,15 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 
+from shared.adapters.kafka_bus import KafkaBus
+from shared.messaging import outgoing
+from shared.models.messages import TaskMessage
 from shared.models.runtime import WorkflowStatus
+from shared.ports.bus import Received
 from tests.devserver import free_port
 from tests.e2e.cluster import Cluster, assert_stopped_cleanly
 
@@ -59,7 +67,8 @@ DEFINITIONS = [
         "tasks": [{"name": HTTP_TYPE, "taskReferenceName": "http", "inputParameters": {}}],
     },
 ]
-KIND = {"decider": "w5_simple", "scheduler": "w5_simple", "worker": "w5_simple", "timer": "w5_timer"}
+KIND = {"decider": "w5_simple", "worker": "w5_simple", "timer": "w5_timer"}
+LEGACY_TYPE = "w5_legacy"
 VICTIMS = ("decider", "scheduler", "timer", "worker", "api")
 DOWN_S = 1.0
 BOUND_S = 10.0
@@ -74,6 +83,8 @@ class Stream:
     every_s: float = 0.25
     started: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     handed: list[float] = field(default_factory=list)
+    dispatched: dict[str, float] = field(default_factory=dict)
+    forwarded: list[tuple[float, str]] = field(default_factory=list)
 
     async def start_workflows(self) -> None:
         n = 0
@@ -83,7 +94,27 @@ class Stream:
                 workflow_id = f"{self.cluster.topics.prefix}{name}-{n}"
                 await self.cluster.client.start_workflow(name, {}, workflow_id=workflow_id)
                 self.started.setdefault(name, []).append((time.monotonic(), workflow_id))
+            await self.dispatch_the_old_way(n)
             await asyncio.sleep(self.every_s)
+
+    async def dispatch_the_old_way(self, n: int) -> None:
+        """A dispatch on `task.dispatch`, for the scheduler to forward."""
+        task = TaskMessage(
+            id=f"legacy-{n}",
+            task_id=f"legacy-task-{n}",
+            task_type=LEGACY_TYPE,
+            task_def_name=LEGACY_TYPE,
+            reference_task_name="legacy",
+            workflow_instance_id=f"{self.cluster.topics.prefix}legacy-{n}",
+            workflow_type="w5_legacy_flow",
+        )
+        self.dispatched[task.task_id] = time.monotonic()
+        topic = self.cluster.topics.task_dispatch
+        await self.cluster.bus.publish([outgoing(topic, task, task.workflow_instance_id)])
+
+    async def collect_forwarded(self, batch: Sequence[Received]) -> None:
+        seen = time.monotonic()
+        self.forwarded.extend((seen, json.loads(m.value)["taskId"]) for m in batch)
 
     async def poll_http_tasks(self) -> None:
         """An HTTP worker that retries at once (a real one backs off up to 5 s, which would hide
@@ -123,6 +154,17 @@ class Stream:
             await asyncio.sleep(0.05)
         raise AssertionError(f"no {kind} workflow completed\n{self.cluster.diagnostics()}")
 
+    async def first_forward(self, dispatched_after: float, within_s: float = 60) -> float:
+        """When the first dispatch put on `task.dispatch` after `dispatched_after` was seen on its
+        workers' topic."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            for seen, task_id in self.forwarded:
+                if self.dispatched[task_id] > dispatched_after:
+                    return seen
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"no dispatch forwarded\n{self.cluster.diagnostics()}")
+
     async def first_handout(self, after: float, within_s: float = 60) -> float:
         deadline = time.monotonic() + within_s
         while time.monotonic() < deadline:
@@ -137,6 +179,7 @@ class Stream:
         for kind in ("w5_simple", "w5_timer"):
             await self.first_completion(kind, now)
         await self.first_handout(now)
+        await self.first_forward(now)
 
 
 async def healthy(api: httpx.AsyncClient, within_s: float = 60) -> float:
@@ -157,7 +200,7 @@ async def w5_cluster(
     port = free_port()
     cluster.add("api", ["run", "api", "--port", str(port)])
     await cluster.register(*DEFINITIONS)
-    await cluster.bus.ensure_topics([cluster.topics.tasks(HTTP_TYPE)])
+    await cluster.bus.ensure_topics([cluster.topics.tasks(HTTP_TYPE), cluster.topics.tasks(LEGACY_TYPE)])
     await cluster.start()
     yield cluster, port
     assert_stopped_cleanly(await cluster.stop(), cluster.diagnostics)
@@ -171,6 +214,11 @@ async def test_w5_first_progress_after_sigkill_and_restart_of_each_kafka_service
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as api:
         await healthy(api)
         stream = Stream(cluster, api)
+        listener = KafkaBus(cluster.env["CAIRN_KAFKA_BOOTSTRAP"], client_id="w5-legacy-listener")
+        listener.subscribe(
+            [cluster.topics.tasks(LEGACY_TYPE)], "w5-legacy-listener", stream.collect_forwarded
+        )
+        await listener.start()
         background = [
             asyncio.create_task(stream.start_workflows()),
             asyncio.create_task(stream.poll_http_tasks()),
@@ -189,6 +237,8 @@ async def test_w5_first_progress_after_sigkill_and_restart_of_each_kafka_service
                     health = await healthy(api)
                     progress = await stream.first_handout(health)
                     figures["api (from /health)"] = progress - health
+                elif victim == "scheduler":
+                    progress = await stream.first_forward(killed)
                 else:
                     progress = await stream.first_completion(KIND[victim], killed)
                 figures[victim] = progress - spawned
@@ -197,6 +247,7 @@ async def test_w5_first_progress_after_sigkill_and_restart_of_each_kafka_service
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await listener.stop()
     print("\nW5 kafka after SIGKILL + restart: " + ", ".join(f"{k} {v:.2f} s" for k, v in figures.items()))
     slow = {name: seconds for name, seconds in figures.items() if seconds > BOUND_S}
     assert not slow, f"first progress later than {BOUND_S:.0f} s after the restart: {slow}"
