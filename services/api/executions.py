@@ -102,7 +102,7 @@ async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str
         except DefinitionError as error:
             problems = [(f"workflowDef.{path}", text) for path, text in error.problems]
             raise ApiError(400, f"workflowDef: {error}", problems) from None
-    elif await ctx.store.get_workflow_def(request.name, request.version) is None:
+    elif not await ctx.store.has_workflow_def(request.name, request.version):
         which = f"version {request.version} of " if request.version is not None else ""
         raise ApiError(404, f"no {which}workflow definition named {request.name!r}; register it first")
     key = request.idempotency_key

@@ -130,7 +130,7 @@ def _must_have_ended(document: WorkflowDocument, verb: str) -> None:
 async def restart(ctx: ApiContext, workflow_id: str, use_latest_definitions: bool) -> None:
     document = await load_document(ctx, workflow_id)
     _must_have_ended(document, "restarted")
-    if use_latest_definitions and await ctx.store.get_workflow_def(document.state.workflow_name) is None:
+    if use_latest_definitions and not await ctx.store.has_workflow_def(document.state.workflow_name):
         raise ApiError(
             404, f"no workflow definition named {document.state.workflow_name!r} is registered any more"
         )

@@ -112,7 +112,7 @@ async def register_workflow_def(ctx: Ctx, body: Annotated[Any, Body()], overwrit
     """Register one workflow definition. Conductor refuses an existing name+version unless
     `overwrite`; Cairn keeps that rule when `overwrite=false` is passed."""
     definition = _parse_workflow(ctx, body)
-    if not overwrite and await ctx.store.get_workflow_def(definition.name, definition.version):
+    if not overwrite and await ctx.store.has_workflow_def(definition.name, definition.version):
         raise ApiError(409, f"workflow {definition.name!r} version {definition.version} already exists")
     await ctx.store.put_workflow_def(definition)
     return Response(status_code=200)

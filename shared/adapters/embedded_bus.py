@@ -53,7 +53,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from shared.adapters.embedded_bus_sql import (
     SHORT_RECHECK_S,
-    append,
+    append_rows,
     commit,
     connect,
     create_topics,
@@ -67,6 +67,7 @@ from shared.adapters.embedded_bus_sql import (
     rebalance,
 )
 from shared.adapters.sqlite_durability import DEFAULT_SYNCHRONOUS, SqliteSynchronous
+from shared.adapters.sqlite_group import GroupCommit
 from shared.adapters.sqlite_lane import SqliteLane
 from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
 
@@ -113,6 +114,8 @@ class _Database:
 
     def __init__(self, path: str, synchronous: SqliteSynchronous = DEFAULT_SYNCHRONOUS) -> None:
         self._lane = SqliteLane(lambda same_thread: connect(path, same_thread, synchronous), "cairn-bus-db")
+        self.grouped = GroupCommit(self._lane)
+        """Appends committed together with the others of the loop's turn (sqlite_group.py)."""
 
     async def run(
         self,
@@ -470,10 +473,12 @@ class EmbeddedBus:
         await self.db.close()
 
     async def publish(self, messages: Sequence[Outgoing]) -> None:
-        """Append in one transaction; returns after COMMIT, then wakes local consumers."""
+        """Append all together, in the transaction of the loop turn's other publishes
+        (shared/adapters/sqlite_group.py); returns after its COMMIT, then wakes local consumers."""
         if not messages:
             return
-        await self.db.run_inline(append, list(messages), self.partitions, self.partition_for)
+        batch = list(messages)
+        await self.db.grouped.write(lambda c: append_rows(c, batch, self.partitions, self.partition_for))
         self.wake_consumers({message.topic for message in messages})
 
     def wake_consumers(self, topics: set[str]) -> None:

@@ -155,17 +155,6 @@ def create_topics(conn: sqlite3.Connection, topics: Sequence[str], partitions: i
             ensure_topic(conn, topic, partitions)
 
 
-def append(
-    conn: sqlite3.Connection,
-    messages: Sequence[Outgoing],
-    partitions: int,
-    choose: Callable[[str | None, int], int],
-) -> None:
-    """Append all messages in one transaction: they become visible (and durable) together."""
-    with write(conn):
-        append_rows(conn, messages, partitions, choose)
-
-
 def append_rows(
     conn: sqlite3.Connection,
     messages: Sequence[Outgoing],

@@ -162,6 +162,12 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         data = await self._workflow_defs.find_one(query, sort=[("version", DESCENDING)])
         return None if data is None else WorkflowDef.model_validate(definition_body(data))
 
+    async def has_workflow_def(self, name: str, version: int | None = None) -> bool:
+        query: dict[str, Any] = {"name": name}
+        if version is not None:
+            query["version"] = version
+        return await self._workflow_defs.find_one(query, projection={"_id": 1}) is not None
+
     async def list_workflow_defs(self) -> list[WorkflowDef]:
         found = []
         async for data in self._workflow_defs.find({}, sort=[("name", ASCENDING), ("version", ASCENDING)]):

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from shared.adapters.sqlite_durability import DEFAULT_SYNCHRONOUS, SqliteSynchronous
+from shared.adapters.sqlite_group import GroupCommit
 from shared.adapters.sqlite_lane import SqliteLane
 from shared.adapters.sqlite_search import search, search_row, search_tasks
 from shared.adapters.sqlite_sql import (
@@ -115,6 +116,7 @@ class SqliteStore:
         self._lane = SqliteLane(
             lambda same_thread: connect(path, same_thread, synchronous), "cairn-sqlite-store"
         )
+        self._grouped = GroupCommit(self._lane)
         self._snapshots = _Snapshots()
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
@@ -127,6 +129,13 @@ class SqliteStore:
     async def _write(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
         """Run `work` as one write transaction."""
         return await self._run(lambda connection: in_transaction(connection, work), inline=inline)
+
+    async def _write_grouped(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` inline in the transaction of the loop turn's other grouped writes
+        (shared/adapters/sqlite_group.py): for single-row hot-path writes many requests make."""
+        if not self._lane.is_open:
+            raise RuntimeError("SqliteStore is not open: call open() first")
+        return await self._grouped.write(work)
 
     async def open(self) -> None:
         """Open the file (created if missing) and its tables; safe on every start, from any
@@ -160,6 +169,14 @@ class SqliteStore:
             inline=True,
         )
         return None if row is None else WorkflowDef.model_validate_json(row[0])
+
+    async def has_workflow_def(self, name: str, version: int | None = None) -> bool:
+        params: tuple[Any, ...] = (name,) if version is None else (name, version)
+        sql = "SELECT 1 FROM store_workflow_defs WHERE name = ?"
+        if version is not None:
+            sql += " AND version = ?"
+        row = await self._run(lambda c: c.execute(sql, params).fetchone(), inline=True)
+        return row is not None
 
     async def definitions_generation(self) -> int | None:
         row = await self._run(
@@ -499,12 +516,12 @@ class SqliteStore:
 
     async def renew_task_claim(self, task_id: str, holder: str, now: int, lease_ms: int) -> bool:
         """The same upsert, which also updates the holder's own row (live or not); a pruned
-        expired claim is simply claimed again."""
+        expired claim is simply claimed again. Committed with the other renewals of the loop's
+        turn (a hand-out's, and other answers'): shared/adapters/sqlite_group.py."""
         if lease_ms <= 0:
             raise ValueError("renew_task_claim: lease_ms must be positive")
-        return await self._write(
-            lambda c: claim_task(c, task_id, holder, now, now + lease_ms, renew=True), inline=True
-        )
+        until = now + lease_ms
+        return await self._write_grouped(lambda c: claim_task(c, task_id, holder, now, until, renew=True))
 
     # ---- timers ----
 

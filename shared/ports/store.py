@@ -167,6 +167,11 @@ class Store(Protocol):
         """The given version, or the highest registered version when `version` is None."""
         ...
 
+    async def has_workflow_def(self, name: str, version: int | None = None) -> bool:
+        """Whether `get_workflow_def` would find one, without reading or parsing it: a start
+        only needs to know (a definition can be large, and every start asks)."""
+        ...
+
     async def list_workflow_defs(self) -> list[WorkflowDef]: ...
     async def delete_workflow_def(self, name: str, version: int) -> bool:
         """Forget one version; True if it existed. Running executions keep their snapshot."""

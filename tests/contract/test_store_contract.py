@@ -58,11 +58,18 @@ async def test_definitions_latest_and_by_version(store: Store) -> None:
     assert second is not None and second.version == 2
     assert await store.get_workflow_def("w", 9) is None
     assert await store.get_workflow_def("nope") is None
+    assert [await store.has_workflow_def(*key) for key in (("w",), ("w", 2), ("w", 9), ("nope",))] == [
+        True,
+        True,
+        False,
+        False,
+    ]
     assert [d.version for d in await store.list_workflow_defs()] == [1, 2, 3]
     assert await store.delete_workflow_def("w", 3) is True
     assert await store.delete_workflow_def("w", 3) is False
     latest = await store.get_workflow_def("w")
     assert latest is not None and latest.version == 2
+    assert await store.has_workflow_def("w", 3) is False and await store.has_workflow_def("w") is True
     await store.put_task_def(TaskDef(name="a", retry_count=7))
     await store.put_task_def(TaskDef(name="a", retry_count=5))
     found = await store.get_task_defs(["a", "missing"])

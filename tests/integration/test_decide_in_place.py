@@ -186,8 +186,13 @@ async def test_two_batches_of_one_workflow_never_share_its_document(store: Store
     """One decider, its cache holding the fork's document, two batches at once: one reports a1,
     the other b1, and the decision made first commits last. Each decision must be made on a
     document of its own (the loser of the commit race decides again on a fresh read), so both a2
-    and b2 are dispatched, once each. Were the cached document shared, the second decision would
-    build on the first's uncommitted change (a2 scheduled) without its dispatch, and win."""
+    and b2 are dispatched. Were the cached document shared, the second decision would build on
+    the first's uncommitted change (a2 scheduled) without its dispatch, and win: a2 would never
+    be sent.
+
+    b2 may be sent twice: the loser's fresh read can come before the winner's outbox is marked
+    sent (a background write after the publish), and a decision publishes what its document's
+    outbox still holds. Workers see a task at least once (docs/semantics.md, guarantee 4)."""
     bus = EmbeddedBus(str(tmp_path / "bus.db"))
     try:
         await register(store)
@@ -215,7 +220,7 @@ async def test_two_batches_of_one_workflow_never_share_its_document(store: Store
     for ref in ("a2", "b2"):  # live executions are found by id (indexed when their decision made them)
         assert await store.find_task_workflow(document.state.tasks[ref].task_id) == "wf-fork"
     sent = sorted(m.reference_task_name for m in dispatches(tmp_path / "bus.db", TOPICS.tasks("in_place_%2")))
-    assert sent == ["a2", "b2"]
+    assert sorted(set(sent)) == ["a2", "b2"], sent
 
 
 def test_decide_leaves_the_state_alone_unless_in_place() -> None:

@@ -37,8 +37,8 @@ class NoWorkflows:
     """A store with nothing in it: every result is for an unknown workflow, every start for an
     unknown definition (a 404)."""
 
-    async def get_workflow_def(self, name: str, version: int | None = None) -> None:
-        return None
+    async def has_workflow_def(self, name: str, version: int | None = None) -> bool:
+        return False
 
     async def load_heads(self, workflow_ids: Sequence[str], running_only: bool = False) -> dict[str, Any]:
         return {}
