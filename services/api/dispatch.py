@@ -162,14 +162,23 @@ class TaskDispatcher:
             heads = await self.store.load_heads(ids)
             now = self.clock()
             current = [o for o in pending if not is_stale(heads.get(o.task.workflow_instance_id), o.task)]
+            # All at once: the store commits the claims of one turn together (sqlite_group.py).
+            outcomes = await asyncio.gather(
+                *(self._claim(offer, worker_id, now) for offer in current), return_exceptions=True
+            )
+            claims = dict(zip(map(id, current), outcomes, strict=True))
             claimed: list[Offer] = []
             held: list[Offer] = []
             while pending:
                 offer = pending[0]
-                if offer not in current:
+                outcome = claims.get(id(offer), False)
+                if id(offer) not in claims:
                     log.debug("dropping stale dispatch of task %s", offer.task.task_id)
                     offer.settle()
-                elif await self._claim(offer, worker_id, now):
+                elif isinstance(outcome, BaseException):
+                    log.warning("claiming task %s failed: %s", offer.task.task_id, outcome)
+                    offer.fail(outcome)  # back to the bus: its batch is delivered again
+                elif outcome:
                     hand_out.add(offer, polled_task_json(offer.task, worker_id, now))
                     claimed.append(offer)
                     self._fault_after_claim(offer.task)

@@ -507,12 +507,11 @@ class SqliteStore:
 
     async def claim_task(self, task_id: str, worker_id: str, now: int, lease_ms: int) -> bool:
         """One statement, atomic under SQLite's write lock: insert the claim, or take over one
-        whose lease has run out; a live claim makes the upsert change no row."""
+        whose lease has run out; a live claim makes the upsert change no row. Committed with the
+        other claims of the loop's turn (shared/adapters/sqlite_group.py)."""
         if lease_ms <= 0:
             raise ValueError("claim_task: lease_ms must be positive")
-        return await self._write(
-            lambda c: claim_task(c, task_id, worker_id, now, now + lease_ms), inline=True
-        )
+        return await self._write_grouped(lambda c: claim_task(c, task_id, worker_id, now, now + lease_ms))
 
     async def renew_task_claim(self, task_id: str, holder: str, now: int, lease_ms: int) -> bool:
         """The same upsert, which also updates the holder's own row (live or not); a pruned

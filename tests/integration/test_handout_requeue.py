@@ -225,3 +225,40 @@ def test_a_dispatch_whose_started_report_was_applied_is_not_stale() -> None:
         {"t": ExecutionHead("task-1", "t", TASK_TYPE, TaskStatus.IN_PROGRESS, 2, 0)},
     )
     assert is_stale(redispatched, task)
+
+
+class OneClaimFails:
+    """The real store, except that the first claim of one dispatch fails (a store error)."""
+
+    def __init__(self, store: SqliteStore, failing: str) -> None:
+        self._store = store
+        self._failing: str | None = failing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def claim_task(self, task_id: str, worker_id: str, now: int, lease_ms: int) -> bool:
+        if task_id == self._failing:
+            self._failing = None
+            raise sqlite3.OperationalError("disk I/O error")
+        return await self._store.claim_task(task_id, worker_id, now, lease_ms)
+
+
+async def test_a_claim_that_fails_sends_its_dispatch_back_and_the_others_go_out(api: Api) -> None:
+    """The claims of a hand-out are made together; one failing fails only its own dispatch,
+    which goes back to the bus and out again."""
+    await api.dispatcher.poll(TASK_TYPE, "w0", 1, 0)
+    workflow_id = str(uuid.uuid4())  # one key: one partition, one batch
+    tasks = [task_message(workflow_id), task_message(workflow_id)]
+    api.dispatcher.store = OneClaimFails(api.store, claim_id(tasks[0]))  # type: ignore[assignment]
+    await publish(api, *tasks)
+    await asyncio.sleep(0.3)  # both dispatches reach the api's queue
+    first = await api.dispatcher.poll(TASK_TYPE, "w1", 2, BOUND_S)
+    assert [t["taskId"] for t in first.tasks] == [tasks[1].task_id]
+    await answer(first)
+    again = await api.dispatcher.poll(TASK_TYPE, "w2", 2, BOUND_S)
+    assert [t["taskId"] for t in again.tasks] == [tasks[0].task_id]
+    await answer(again)
+    # The batch came back whole: the other dispatch's copy is held by w1, and dropped.
+    assert (await api.dispatcher.poll(TASK_TYPE, "w3", 2, 4 * CONFIRM_S)).tasks == []
+    await acknowledged(api, 2)
