@@ -66,6 +66,8 @@ DEFAULT_HANDOUT_CONFIRM_S = 10.0
 REFUSED_RETRY_S = 1.0
 """How often a dispatch refused by another holder's claim is tried again, while that claim may
 still be an unconfirmed hand-out."""
+STALE = object()
+"""A hand-out's outcome for an offer it did not try to claim: its workflow has moved on."""
 
 
 class TaskDispatcher:
@@ -171,8 +173,8 @@ class TaskDispatcher:
             held: list[Offer] = []
             while pending:
                 offer = pending[0]
-                outcome = claims.get(id(offer), False)
-                if id(offer) not in claims:
+                outcome = claims.get(id(offer), STALE)
+                if outcome is STALE:
                     log.debug("dropping stale dispatch of task %s", offer.task.task_id)
                     offer.settle()
                 elif isinstance(outcome, BaseException):

@@ -11,8 +11,8 @@ dozens of such requests are read in one turn of the loop. Committed together: 0.
 What does not change:
 - durability: every caller returns only after the COMMIT that holds its write;
 - isolation of failures: a write that raises is rolled back alone and only its caller gets the
-  error (the group runs again with each write in its own SAVEPOINT); a failed COMMIT fails
-  every caller of the group;
+  error (the group is rolled back and runs again with each write in its own SAVEPOINT); a
+  failed COMMIT fails every caller of the group;
 - the lane's rules (shared/adapters/sqlite_lane.py): the group runs inline, and when the write
   lock is held elsewhere the whole group is rolled back and runs again on the lane's thread.
 
@@ -53,12 +53,14 @@ class _Failed:
 
 
 class GroupCommit:
-    """One lane's grouped writes (see the module docstring)."""
+    """One lane's grouped writes (see the module docstring). `reopen`: whether a write may open
+    a lane that is closed (the bus opens its file on first use); a store's may not."""
 
-    def __init__(self, lane: SqliteLane) -> None:
+    def __init__(self, lane: SqliteLane, *, reopen: bool = True) -> None:
         self._lane = lane
+        self._reopen = reopen
         self._pending: list[_Pending[Any]] = []
-        self._flushing: set[asyncio.Task[None]] = set()
+        self._flushing: asyncio.Task[None] | None = None
         self.groups = 0
         """Transactions committed for grouped writes (for tests and benchmarks)."""
         self.writes = 0
@@ -69,21 +71,25 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append(_Pending(work, future))
-        if len(self._pending) == 1:
+        if self._flushing is None:
             # A task, not this caller: a caller cancelled while it waits must not strand the rest.
-            task = loop.create_task(self._flush())
-            self._flushing.add(task)
-            task.add_done_callback(self._flushing.discard)
+            self._flushing = loop.create_task(self._flush())
+            self._flushing.add_done_callback(self._flushed)
         return await future
 
     async def _flush(self) -> None:
         group, self._pending = self._pending, []
+        self._flushing = None  # writes asked for from now on make the next group
         try:
+            if not self._reopen and not self._lane.is_open:
+                raise RuntimeError("the SQLite file is closed")
             outcomes = await self._lane.run(lambda c: run_group(c, [p.work for p in group]), inline=True)
-        except Exception as error:
-            for pending in group:
-                if not pending.future.done():
-                    pending.future.set_exception(error)
+        except BaseException as error:
+            # Cancelled too (a loop shutting down): no caller may wait for ever. A group cancelled
+            # while on the lane's thread may still commit there, as a cancelled inline call would.
+            _fail(group, error)
+            if not isinstance(error, Exception):
+                raise
             return
         self.groups += 1
         self.writes += len(group)
@@ -95,29 +101,53 @@ class GroupCommit:
             else:
                 pending.future.set_result(outcome)
 
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        """A flush cancelled before it ran never took its group: fail that group here, and let
+        the next write start a flush of its own."""
+        if self._flushing is task:
+            self._flushing = None
+            group, self._pending = self._pending, []
+            _fail(group, asyncio.CancelledError())
+
+
+def _fail(group: Sequence[_Pending[Any]], error: BaseException) -> None:
+    for pending in group:
+        if pending.future.done():
+            continue
+        if isinstance(error, asyncio.CancelledError):
+            pending.future.cancel()
+        else:
+            pending.future.set_exception(error)
+
 
 def run_group(connection: sqlite3.Connection, works: Sequence[Write]) -> list[Any]:
     """The writes in one transaction; what each returned, or `_Failed` for each that raised.
 
     First all together; only if one raises is the transaction rolled back and the group run
     again with each write in its own savepoint (a SAVEPOINT and a RELEASE per write cost about
-    as much as a small write, for a failure that almost never happens). The lock held elsewhere
-    (SQLITE_BUSY) rolls back the whole group and propagates, so the lane can run it again on its
-    thread."""
-    try:
-        return _in_transaction(connection, lambda: [work(connection) for work in works])
-    except sqlite3.OperationalError as error:
-        if is_busy(error):
-            raise
-    except Exception:
-        pass
-    return _in_transaction(connection, lambda: [_in_savepoint(connection, work) for work in works])
-
-
-def _in_transaction(connection: sqlite3.Connection, run: Callable[[], list[Any]]) -> list[Any]:
+    as much as a small write, for a failure that almost never happens). A failed COMMIT fails
+    the whole group. The lock held elsewhere (SQLITE_BUSY) rolls back the whole group and
+    propagates, so the lane can run it again on its thread."""
     connection.execute("BEGIN IMMEDIATE")
     try:
-        outcomes = run()
+        outcomes = []
+        for work in works:
+            outcome = _outcome(connection, work)
+            if isinstance(outcome, _Failed):
+                break
+            outcomes.append(outcome)
+        else:
+            connection.execute("COMMIT")
+            return outcomes
+        if connection.in_transaction:  # some errors (SQLITE_FULL, IOERR) rolled it back already
+            connection.execute("ROLLBACK")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        outcomes = [_in_savepoint(connection, work) for work in works]
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:
@@ -126,17 +156,22 @@ def _in_transaction(connection: sqlite3.Connection, run: Callable[[], list[Any]]
     return outcomes
 
 
-def _in_savepoint(connection: sqlite3.Connection, work: Write) -> Any:
-    connection.execute("SAVEPOINT cairn_grouped")
+def _outcome(connection: sqlite3.Connection, work: Write) -> Any:
+    """What `work` returned, or `_Failed` (SQLITE_BUSY propagates)."""
     try:
-        outcome = work(connection)
+        return work(connection)
     except sqlite3.OperationalError as error:
         if is_busy(error):
             raise
-        connection.execute("ROLLBACK TO cairn_grouped")
-        outcome = _Failed(error)
+        return _Failed(error)
     except Exception as error:
+        return _Failed(error)
+
+
+def _in_savepoint(connection: sqlite3.Connection, work: Write) -> Any:
+    connection.execute("SAVEPOINT cairn_grouped")
+    outcome = _outcome(connection, work)
+    if isinstance(outcome, _Failed):
         connection.execute("ROLLBACK TO cairn_grouped")
-        outcome = _Failed(error)
     connection.execute("RELEASE cairn_grouped")
     return outcome

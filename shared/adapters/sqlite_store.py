@@ -116,7 +116,7 @@ class SqliteStore:
         self._lane = SqliteLane(
             lambda same_thread: connect(path, same_thread, synchronous), "cairn-sqlite-store"
         )
-        self._grouped = GroupCommit(self._lane)
+        self._grouped = GroupCommit(self._lane, reopen=False)
         self._snapshots = _Snapshots()
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:

@@ -112,6 +112,52 @@ async def test_a_cancelled_caller_does_not_strand_the_others(lane: SqliteLane) -
     second = asyncio.ensure_future(grouped.write(insert(2)))
     await asyncio.sleep(0)  # both are queued
     first.cancel()
-    assert await second == 2
+    assert await asyncio.wait_for(second, 5) == 2
     assert first.cancelled()
     assert await values(lane) == [1, 2], "a write already queued stands, as an inline write would"
+
+
+async def test_a_cancelled_flush_fails_its_group_and_the_next_write_still_commits(lane: SqliteLane) -> None:
+    """A loop shutting down cancels every task, the flush too: its callers must not wait for
+    ever, and a later write must still get a flush of its own."""
+    grouped = GroupCommit(lane)
+    waiting = asyncio.ensure_future(grouped.write(insert(1)))
+    await asyncio.sleep(0)  # queued; the flush task exists but has not run
+    assert grouped._flushing is not None
+    grouped._flushing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiting, 5)
+    assert await asyncio.wait_for(grouped.write(insert(2)), 5) == 2
+    assert await values(lane) == [2]
+
+
+async def test_a_failed_commit_fails_the_whole_group(lane: SqliteLane) -> None:
+    """A deferred foreign key is checked at COMMIT: the group's one transaction fails, and
+    every caller gets the error (nothing of it is stored)."""
+    await lane.run(lambda c: c.execute("PRAGMA foreign_keys = ON"), inline=True)
+    await lane.run(
+        lambda c: c.execute("CREATE TABLE child (p INTEGER REFERENCES t (v) DEFERRABLE INITIALLY DEFERRED)"),
+        inline=True,
+    )
+    grouped = GroupCommit(lane)
+
+    def orphan(connection: sqlite3.Connection) -> None:
+        connection.execute("INSERT INTO child (p) VALUES (999)")
+
+    outcomes = await asyncio.gather(grouped.write(insert(1)), grouped.write(orphan), return_exceptions=True)
+    assert all(isinstance(o, sqlite3.IntegrityError) for o in outcomes), outcomes
+    assert await values(lane) == []
+
+
+async def test_a_store_closed_before_its_group_runs_refuses_the_write(tmp_path: Path) -> None:
+    """The store's grouped writes never open a closed file again (a bus's may: it opens on use)."""
+    from shared.adapters.sqlite_store import SqliteStore
+
+    store = SqliteStore(str(tmp_path / "store.db"))
+    await store.open()
+    claim = asyncio.ensure_future(store.claim_task("task:1", "w", 1, 1000))
+    await asyncio.sleep(0)  # asked for: the group waits for its flush
+    await store.close()  # before the group's flush has run
+    with pytest.raises(RuntimeError, match="closed"):
+        await asyncio.wait_for(claim, 5)
+    assert not store._lane.is_open

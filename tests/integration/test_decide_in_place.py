@@ -220,7 +220,7 @@ async def test_two_batches_of_one_workflow_never_share_its_document(store: Store
     for ref in ("a2", "b2"):  # live executions are found by id (indexed when their decision made them)
         assert await store.find_task_workflow(document.state.tasks[ref].task_id) == "wf-fork"
     sent = sorted(m.reference_task_name for m in dispatches(tmp_path / "bus.db", TOPICS.tasks("in_place_%2")))
-    assert sorted(set(sent)) == ["a2", "b2"], sent
+    assert sent.count("a2") == 1 and sent.count("b2") in (1, 2), sent
 
 
 def test_decide_leaves_the_state_alone_unless_in_place() -> None:
