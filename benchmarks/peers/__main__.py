@@ -69,7 +69,10 @@ class _Renamed:
 @asynccontextmanager
 async def cairn_session(engine_family: bool) -> AsyncIterator[Session]:
     definitions = [inline_chain(k) for k in (1, 3, 10)] if engine_family else []
-    async with embedded_driver(*definitions) as driver:
+    # Plain `python -m cairn dev`, as users run it and as the peers run: the SQLite counters of
+    # benchmarks/instrumented_dev.py wrap every statement in Python (W2 K=3 10.0 ms without
+    # them, 11-13 with, on this machine).
+    async with embedded_driver(*definitions, count_sqlite=False) as driver:
         yield Session(
             driver=_Renamed(driver) if engine_family else driver,
             family="W1-engine" if engine_family else "W1-worker",

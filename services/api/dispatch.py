@@ -164,10 +164,7 @@ class TaskDispatcher:
             heads = await self.store.load_heads(ids)
             now = self.clock()
             current = [o for o in pending if not is_stale(heads.get(o.task.workflow_instance_id), o.task)]
-            # All at once: the store commits the claims of one turn together (sqlite_group.py).
-            outcomes = await asyncio.gather(
-                *(self._claim(offer, worker_id, now) for offer in current), return_exceptions=True
-            )
+            outcomes = await self._claim_all(current, worker_id, now)
             claims = dict(zip(map(id, current), outcomes, strict=True))
             claimed: list[Offer] = []
             held: list[Offer] = []
@@ -199,6 +196,19 @@ class TaskDispatcher:
         finally:
             if pending:  # cancelled mid hand-out (the poller went away)
                 queue.put_back(pending)
+
+    async def _claim_all(
+        self, offers: Sequence[Offer], worker_id: str, now: int
+    ) -> list[bool | BaseException]:
+        """Claim the offers all at once (the store commits the claims of one turn together:
+        shared/adapters/sqlite_group.py); each one's outcome, or the error its claim raised. One
+        offer (update-v2's hand-out, every hand-out at low load) is claimed without a task."""
+        if len(offers) == 1:
+            try:
+                return [await self._claim(offers[0], worker_id, now)]
+            except Exception as error:
+                return [error]
+        return await asyncio.gather(*(self._claim(o, worker_id, now) for o in offers), return_exceptions=True)
 
     async def _claim(self, offer: Offer, worker_id: str, now: int) -> bool:
         """Claim the dispatch for the confirmation time; a dispatch this api claimed before (its
