@@ -16,8 +16,8 @@ What does not change:
 - the lane's rules (shared/adapters/sqlite_lane.py): the group runs inline, and when the write
   lock is held elsewhere the whole group is rolled back and runs again on the lane's thread.
 
-The cost: a write waits for the rest of the loop's current turn before it starts (one hop
-through the ready queue, microseconds when the loop is idle).
+The cost: a write waits for the rest of the loop's current turn before it starts (one
+`call_soon` through the ready queue, microseconds when the loop is idle).
 
 A write given here must be the body of a transaction, never manage one itself (no BEGIN,
 COMMIT or ROLLBACK), and, like any inline work, be safe to run again after a rollback (a group
@@ -60,7 +60,7 @@ class GroupCommit:
         self._lane = lane
         self._reopen = reopen
         self._pending: list[_Pending[Any]] = []
-        self._flushing: asyncio.Task[None] | None = None
+        self._threaded: set[asyncio.Task[None]] = set()
         self.groups = 0
         """Transactions committed for grouped writes (for tests and benchmarks)."""
         self.writes = 0
@@ -71,26 +71,44 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append(_Pending(work, future))
-        if self._flushing is None:
-            # A task, not this caller: a caller cancelled while it waits must not strand the rest.
-            self._flushing = loop.create_task(self._flush())
-            self._flushing.add_done_callback(self._flushed)
+        if len(self._pending) == 1:
+            # A callback, not this caller: a caller cancelled while it waits must not strand
+            # the rest. The loop runs it after the callbacks already ready: the rest of the turn.
+            loop.call_soon(self._flush)
         return await future
 
-    async def _flush(self) -> None:
+    def _flush(self) -> None:
+        """Run the group inline, now; or, when it cannot run here, on the lane's thread."""
         group, self._pending = self._pending, []
-        self._flushing = None  # writes asked for from now on make the next group
+        if not self._reopen and not self._lane.is_open:
+            _fail(group, RuntimeError("the SQLite file is closed"))
+            return
+        works = [pending.work for pending in group]
         try:
-            if not self._reopen and not self._lane.is_open:
-                raise RuntimeError("the SQLite file is closed")
-            outcomes = await self._lane.run(lambda c: run_group(c, [p.work for p in group]), inline=True)
+            ran, outcomes = self._lane.try_inline(lambda c: run_group(c, works))
+        except Exception as error:
+            _fail(group, error)
+            return
+        if ran:
+            self._settle(group, outcomes or [])
+            return
+        task = asyncio.get_running_loop().create_task(self._flush_on_thread(group, works))
+        self._threaded.add(task)
+        task.add_done_callback(self._threaded.discard)
+
+    async def _flush_on_thread(self, group: list[_Pending[Any]], works: list[Write]) -> None:
+        try:
+            outcomes = await self._lane.run(lambda c: run_group(c, works))
         except BaseException as error:
-            # Cancelled too (a loop shutting down): no caller may wait for ever. A group cancelled
-            # while on the lane's thread may still commit there, as a cancelled inline call would.
+            # Cancelled too (a loop shutting down): no caller may wait for ever. The group may
+            # still commit on the thread, as a cancelled call's work would.
             _fail(group, error)
             if not isinstance(error, Exception):
                 raise
             return
+        self._settle(group, outcomes)
+
+    def _settle(self, group: list[_Pending[Any]], outcomes: list[Any]) -> None:
         self.groups += 1
         self.writes += len(group)
         for pending, outcome in zip(group, outcomes, strict=True):
@@ -100,14 +118,6 @@ class GroupCommit:
                 pending.future.set_exception(outcome.error)
             else:
                 pending.future.set_result(outcome)
-
-    def _flushed(self, task: asyncio.Task[None]) -> None:
-        """A flush cancelled before it ran never took its group: fail that group here, and let
-        the next write start a flush of its own."""
-        if self._flushing is task:
-            self._flushing = None
-            group, self._pending = self._pending, []
-            _fail(group, asyncio.CancelledError())
 
 
 def _fail(group: Sequence[_Pending[Any]], error: BaseException) -> None:

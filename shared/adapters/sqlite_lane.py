@@ -31,7 +31,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
@@ -89,23 +89,35 @@ class SqliteLane:
         else on the worker thread."""
         if self._threaded is None:
             await self.open()
-        if inline and self._can_run_inline():
-            connection = self._inline
-            assert connection is not None
-            self._inline_busy = True
-            try:
-                result = work(connection)
-                self.inline_calls += 1
-                return result
-            except sqlite3.OperationalError as error:
-                if not is_busy(error):
-                    raise
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                self.fallbacks += 1
-            finally:
-                self._inline_busy = False
+        if inline:
+            ran, result = self.try_inline(work)
+            if ran:
+                return cast(T, result)
         return await asyncio.get_running_loop().run_in_executor(self._thread(), self._on_thread, work)
+
+    def try_inline(self, work: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+        """Run `work` on the loop's thread now: (True, its result); or (False, None) when it
+        cannot run here (the lane is not open, already in use on this thread, or the write lock
+        is held elsewhere: then what it did was rolled back), for the caller to `run` it on the
+        thread. Other errors are raised."""
+        if not self._can_run_inline():
+            return False, None
+        connection = self._inline
+        assert connection is not None
+        self._inline_busy = True
+        try:
+            result = work(connection)
+            self.inline_calls += 1
+            return True, result
+        except sqlite3.OperationalError as error:
+            if not is_busy(error):
+                raise
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            self.fallbacks += 1
+            return False, None
+        finally:
+            self._inline_busy = False
 
     def _thread(self) -> ThreadPoolExecutor:
         if self._executor is None:

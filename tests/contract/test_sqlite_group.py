@@ -117,18 +117,29 @@ async def test_a_cancelled_caller_does_not_strand_the_others(lane: SqliteLane) -
     assert await values(lane) == [1, 2], "a write already queued stands, as an inline write would"
 
 
-async def test_a_cancelled_flush_fails_its_group_and_the_next_write_still_commits(lane: SqliteLane) -> None:
-    """A loop shutting down cancels every task, the flush too: its callers must not wait for
-    ever, and a later write must still get a flush of its own."""
+async def test_a_group_cancelled_on_the_thread_fails_its_callers_and_the_next_write_commits(
+    lane: SqliteLane, tmp_path: Path
+) -> None:
+    """A loop shutting down cancels every task, a group waiting on the lane's thread too: its
+    callers must not wait for ever, and later writes still get groups of their own."""
     grouped = GroupCommit(lane)
-    waiting = asyncio.ensure_future(grouped.write(insert(1)))
-    await asyncio.sleep(0)  # queued; the flush task exists but has not run
-    assert grouped._flushing is not None
-    grouped._flushing.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(waiting, 5)
+    holder = sqlite3.connect(tmp_path / "group.db", isolation_level=None, check_same_thread=False)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # the group finds the lock held: to the thread it goes
+        waiting = asyncio.ensure_future(grouped.write(insert(1)))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if grouped._threaded:
+                break
+        [on_thread] = grouped._threaded
+        on_thread.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(waiting, 5)
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
     assert await asyncio.wait_for(grouped.write(insert(2)), 5) == 2
-    assert await values(lane) == [2]
+    assert 2 in await values(lane)
 
 
 async def test_a_failed_commit_fails_the_whole_group(lane: SqliteLane) -> None:
