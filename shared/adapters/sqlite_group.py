@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from shared.adapters.sqlite_lane import SqliteLane, is_busy
+from shared.adapters.sqlite_sql import in_transaction
 
 T = TypeVar("T")
 
@@ -138,32 +139,21 @@ def run_group(connection: sqlite3.Connection, works: Sequence[Write]) -> list[An
     as much as a small write, for a failure that almost never happens). A failed COMMIT fails
     the whole group. The lock held elsewhere (SQLITE_BUSY) rolls back the whole group and
     propagates, so the lane can run it again on its thread."""
-    connection.execute("BEGIN IMMEDIATE")
     try:
-        outcomes = []
-        for work in works:
-            outcome = _outcome(connection, work)
-            if isinstance(outcome, _Failed):
-                break
-            outcomes.append(outcome)
-        else:
-            connection.execute("COMMIT")
-            return outcomes
-        if connection.in_transaction:  # some errors (SQLITE_FULL, IOERR) rolled it back already
-            connection.execute("ROLLBACK")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        outcomes = [_in_savepoint(connection, work) for work in works]
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    return outcomes
+        return in_transaction(connection, lambda c: [_or_retry(c, work) for work in works])
+    except _RunAgain:
+        return in_transaction(connection, lambda c: [_in_savepoint(c, work) for work in works])
+
+
+class _RunAgain(Exception):
+    """A write of the group raised on the first pass: roll back, and run with savepoints."""
+
+
+def _or_retry(connection: sqlite3.Connection, work: Write) -> Any:
+    outcome = _outcome(connection, work)
+    if isinstance(outcome, _Failed):
+        raise _RunAgain
+    return outcome
 
 
 def _outcome(connection: sqlite3.Connection, work: Write) -> Any:
