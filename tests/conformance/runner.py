@@ -180,14 +180,21 @@ def missed_its_last_decide(execution: dict[str, Any]) -> bool:
     no step of the case is left to act: nothing but a decide could move it, and Conductor lost
     the one the last task's update should have run (seen once in CI, optional_failure_last_simple
     on Conductor: the optional task FAILED, the workflow RUNNING 60 s later; every other run of
-    it ended COMPLETED within a second)."""
+    it ended COMPLETED within a second). A DO_WHILE IN_PROGRESS is a loop waiting for its body,
+    which only a decide moves on: seen once in CI, agent_loop on Conductor RUNNING with its loop
+    IN_PROGRESS and the body's first task COMPLETED, nothing scheduled after it."""
     tasks = execution.get("tasks") or []
+    steps = [task for task in tasks if not _loop_waiting_for_its_body(task)]
     return (
         execution.get("status") == "RUNNING"
         and "not reached" not in (execution.get("answers") or {})
-        and bool(tasks)
-        and all(task.get("status") in TASK_ENDED for task in tasks)
+        and bool(steps)
+        and all(task.get("status") in TASK_ENDED for task in steps)
     )
+
+
+def _loop_waiting_for_its_body(task: dict[str, Any]) -> bool:
+    return task.get("taskType") == "DO_WHILE" and task.get("status") == "IN_PROGRESS"
 
 
 def join_read_an_optional_failure_early(tasks: list[dict[str, Any]]) -> bool:

@@ -31,6 +31,23 @@ def test_a_running_workflow_whose_tasks_all_ended_missed_its_decide() -> None:
     assert missed_its_last_decide({"status": "RUNNING", "tasks": ended})
 
 
+def test_a_loop_waiting_on_a_body_that_ended_missed_its_decide() -> None:
+    """agent_loop on Conductor in CI: the loop IN_PROGRESS, its body's first task COMPLETED and
+    nothing scheduled after it."""
+    tasks = [
+        {"taskType": "SIMPLE", "status": "COMPLETED"},
+        {"taskType": "DO_WHILE", "status": "IN_PROGRESS"},
+        {"taskType": "SIMPLE", "status": "COMPLETED"},
+    ]
+    assert missed_its_last_decide({"status": "RUNNING", "tasks": tasks})
+    assert not missed_its_last_decide(
+        {"status": "RUNNING", "tasks": [*tasks, {"taskType": "SIMPLE", "status": "SCHEDULED"}]}
+    )
+    assert not missed_its_last_decide(
+        {"status": "RUNNING", "tasks": [{"taskType": "DO_WHILE", "status": "IN_PROGRESS"}]}
+    )
+
+
 def test_a_running_workflow_with_work_left_or_a_step_not_reached_did_not() -> None:
     assert not missed_its_last_decide(
         {"status": "RUNNING", "tasks": [{"status": "COMPLETED"}, {"status": "SCHEDULED"}]}
