@@ -65,7 +65,7 @@ class EmbeddedCodeDriver(EmbeddedDriver):
             await super()._start(name, i, workflow_id)
             return
         body = {"name": name, "input": {"input": i}, "workflowId": workflow_id, "kind": "code", "app": APP}
-        (await self.client.post("/api/workflow", json=body)).raise_for_status()
+        (await self.pools.pick(i).post("/api/workflow", json=body)).raise_for_status()
 
     def pids(self) -> dict[str, int]:
         found = super().pids()

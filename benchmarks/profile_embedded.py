@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from benchmarks.instrumented_dev import read_counters
-from benchmarks.w1_w2 import EmbeddedDriver
+from benchmarks.w1_w2 import EmbeddedDriver, inline_chain
 from tests.e2e.cluster import _die_with_parent
 
 HOPS = (
@@ -163,7 +163,7 @@ async def main(args: argparse.Namespace) -> None:
     profile = run_dir / "dev.pyspy"
     spy: asyncio.subprocess.Process | None = None
     try:
-        await driver.start()
+        await driver.start(*([inline_chain(k) for k in (1, 3, 10)] if args.inline else []))
         await driver.run_one("bench_k1", 0)  # warm-up (another definition: not in the hop figures)
         if args.prefill:  # history first: 1-step workflows at concurrency 100, as W1 K=1 runs them
             fill = asyncio.Semaphore(100)
@@ -189,11 +189,12 @@ async def main(args: argparse.Namespace) -> None:
         work0 = await driver.work()
         cpu0 = driver.cpu()
         semaphore = asyncio.Semaphore(args.concurrency)
+        workflow_prefix = "bench_inline_k" if args.inline else "bench_k"
         latencies: list[float] = []
 
         async def one(i: int) -> None:
             async with semaphore:
-                latencies.append(await driver.run_one(f"bench_k{args.k}", i))
+                latencies.append(await driver.run_one(f"{workflow_prefix}{args.k}", i))
 
         started = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(args.workflows)))
@@ -250,6 +251,9 @@ if __name__ == "__main__":
     parser.add_argument("--workflows", type=int, default=20)
     parser.add_argument("--k", type=int, choices=(1, 3, 10), default=10)
     parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument(
+        "--inline", action="store_true", help="chained INLINE tasks (W1-engine) instead of SIMPLE ones"
+    )
     parser.add_argument("--worker-concurrency", type=int, default=20)
     parser.add_argument("--prefill", type=int, default=0, help="1-step workflows run before measuring")
     parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait after the prefill")

@@ -45,6 +45,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
 from benchmarks.cli import run_and_report, run_record, settle_run_dir
+from benchmarks.client_pools import ClientPools
 from benchmarks.instrumented_dev import read_counters
 from shared.adapters.kafka_bus import KafkaBus
 from shared.models.runtime import WorkflowStatus
@@ -99,6 +100,24 @@ def definition(k: int) -> dict[str, Any]:
 
 
 TASK_DEF = {"name": "bench_noop", "retryCount": 0}
+
+
+def inline_chain(k: int) -> dict[str, Any]:
+    """bench_inline_k{k}: k chained INLINE tasks, run by the decider itself (no worker)."""
+    tasks = [
+        {
+            "name": f"step{i}",
+            "taskReferenceName": f"step{i}",
+            "type": "INLINE",
+            "inputParameters": {
+                "evaluatorType": "javascript",
+                "n": "${workflow.input.n}" if i == 0 else f"${{step{i - 1}.output.result}}",
+                "expression": "$.n + 1",
+            },
+        }
+        for i in range(k)
+    ]
+    return {"name": f"bench_inline_k{k}", "tasks": tasks}
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
@@ -453,10 +472,8 @@ class EmbeddedDriver:
             "dev": Process("dev", dev_argv, {**env, **(dev_env or {})}, run_dir),
             "worker": Process("worker", worker_argv, {**env, **(worker_env or {})}, run_dir),
         }
-        # Enough connections for every workflow in flight: no connection churn in the client. Idle
-        # connections are dropped before uvicorn's keep-alive timeout (5 s) closes them under us.
-        limits = httpx.Limits(max_connections=200, max_keepalive_connections=200, keepalive_expiry=3)
-        self.client = httpx.AsyncClient(base_url=self.url, limits=limits, timeout=WORKFLOW_TIMEOUT_S)
+        self.pools = ClientPools(self.url, WORKFLOW_TIMEOUT_S)
+        self.client = self.pools.pick(0)  # for the calls outside the measured window
         self.completions = Completions()
         self.observer: EventLogObserver | None = None
         self.reader: sqlite3.Connection | None = None
@@ -493,7 +510,7 @@ class EmbeddedDriver:
             await self.observer.close()
         if self.reader is not None:
             self.reader.close()
-        await self.client.aclose()
+        await self.pools.aclose()
         for process in (self.processes["worker"], self.processes["dev"]):
             process.stop()
 
@@ -539,7 +556,7 @@ class EmbeddedDriver:
         body = {"name": name, "input": {"i": i}, "workflowId": workflow_id}
         for attempt in range(3):
             try:
-                response = await self.client.post("/api/workflow", json=body)
+                response = await self.pools.pick(i).post("/api/workflow", json=body)
             except (httpx.ReadError, httpx.RemoteProtocolError):
                 if attempt == 2:
                     raise

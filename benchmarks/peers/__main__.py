@@ -27,27 +27,9 @@ from typing import Any
 
 from benchmarks.cli import run_and_report, run_record
 from benchmarks.peers.common import PeerUnavailable, Session
-from benchmarks.w1_w2 import DURABILITY, Driver, embedded_driver, measure
+from benchmarks.w1_w2 import DURABILITY, Driver, embedded_driver, inline_chain, measure
 
 ENGINES = ("cairn", "cairn-engine", "temporal", "dbos", "restate")
-
-
-def inline_chain(k: int) -> dict[str, Any]:
-    """bench_inline_k{k}: k chained INLINE tasks, run by the decider itself (no worker)."""
-    tasks = [
-        {
-            "name": f"step{i}",
-            "taskReferenceName": f"step{i}",
-            "type": "INLINE",
-            "inputParameters": {
-                "evaluatorType": "javascript",
-                "n": "${workflow.input.n}" if i == 0 else f"${{step{i - 1}.output.result}}",
-                "expression": "$.n + 1",
-            },
-        }
-        for i in range(k)
-    ]
-    return {"name": f"bench_inline_k{k}", "tasks": tasks}
 
 
 class _Renamed:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.client_pools import ClientPools
 from benchmarks.peers.common import CACHE, PeerUnavailable, ProcessCpu, Session, run, until
 from benchmarks.w1_w2 import WORKFLOW_TIMEOUT_S, written_kb
 from tests.devserver import free_port
@@ -37,7 +38,6 @@ SERVER_VERSION = "1.7.12"
 SDK_VERSION = "1.3.0"
 HYPERCORN_VERSION = "0.18.0"
 ARCH = {"x86_64": "x64", "aarch64": "arm64"}
-CLIENTS = 10
 
 DURABILITY = (
     f"Restate {SERVER_VERSION}, one node, default configuration: every ctx.run result is appended to "
@@ -111,27 +111,16 @@ class RestateDriver:
     """bench_k{k} is `POST /Bench/bench_k{k}` on the ingress, which answers once it has completed."""
 
     def __init__(self, ingress_url: str, processes: ProcessCpu, server_pid: int) -> None:
-        # Enough connections for every workflow in flight (200), no connection churn, spread over
-        # CLIENTS pools: httpcore's pool does work quadratic in its connections on every request and
-        # response, which with one pool of 100 busy connections made this load generator, not
-        # Restate, the bottleneck (about 6 CPU-ms per call).
-        limits = httpx.Limits(
-            max_connections=200 // CLIENTS, max_keepalive_connections=200 // CLIENTS, keepalive_expiry=3
-        )
-        self.clients = [
-            httpx.AsyncClient(base_url=ingress_url, limits=limits, timeout=WORKFLOW_TIMEOUT_S)
-            for _ in range(CLIENTS)
-        ]
+        self.pools = ClientPools(ingress_url, WORKFLOW_TIMEOUT_S)
         self.processes = processes
         self.server_pid = server_pid
 
     async def close(self) -> None:
-        for client in self.clients:
-            await client.aclose()
+        await self.pools.aclose()
 
     async def run_one(self, name: str, i: int) -> float:
         started = time.perf_counter()
-        response = await self.clients[i % CLIENTS].post(f"/Bench/{name}", json=i)
+        response = await self.pools.pick(i).post(f"/Bench/{name}", json=i)
         elapsed = time.perf_counter() - started
         if response.status_code != 200:
             raise AssertionError(f"Restate {name}({i}): {response.status_code} {response.text[:300]}")
