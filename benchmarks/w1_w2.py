@@ -102,22 +102,27 @@ def definition(k: int) -> dict[str, Any]:
 TASK_DEF = {"name": "bench_noop", "retryCount": 0}
 
 
-def inline_chain(k: int) -> dict[str, Any]:
-    """bench_inline_k{k}: k chained INLINE tasks, run by the decider itself (no worker)."""
+def inline_chain(k: int, name: str | None = None) -> dict[str, Any]:
+    """`name` (default bench_inline_k{k}): k chained INLINE tasks, `$.n + 1` from the input's `i`,
+    run by the decider itself (no worker); its output `n` is i + k."""
     tasks = [
         {
-            "name": f"step{i}",
-            "taskReferenceName": f"step{i}",
+            "name": f"inline{i}",
+            "taskReferenceName": f"s{i}",
             "type": "INLINE",
             "inputParameters": {
                 "evaluatorType": "javascript",
-                "n": "${workflow.input.n}" if i == 0 else f"${{step{i - 1}.output.result}}",
+                "n": "${workflow.input.i}" if i == 0 else f"${{s{i - 1}.output.result}}",
                 "expression": "$.n + 1",
             },
         }
         for i in range(k)
     ]
-    return {"name": f"bench_inline_k{k}", "tasks": tasks}
+    return {
+        "name": name or f"bench_inline_k{k}",
+        "tasks": tasks,
+        "outputParameters": {"n": f"${{s{k - 1}.output.result}}"},
+    }
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

@@ -33,6 +33,7 @@ from benchmarks.w1_w2 import (
     KafkaDriver,
     _spread,
     embedded_driver,
+    inline_chain,
     kafka_driver,
     percentile,
     shown,
@@ -63,23 +64,7 @@ W3_DEFINITION: dict[str, Any] = {
     ],
 }
 
-ENGINE_DEFINITION: dict[str, Any] = {
-    "name": "bench_inline10",
-    "tasks": [
-        {
-            "name": f"inline{i}",
-            "taskReferenceName": f"s{i}",
-            "type": "INLINE",
-            "inputParameters": {
-                "evaluatorType": "javascript",
-                "n": "${workflow.input.i}" if i == 0 else f"${{s{i - 1}.output.result}}",
-                "expression": "$.n + 1",
-            },
-        }
-        for i in range(ENGINE_STEPS)
-    ],
-    "outputParameters": {"n": f"${{s{ENGINE_STEPS - 1}.output.result}}"},
-}
+ENGINE_DEFINITION = inline_chain(ENGINE_STEPS, name="bench_inline10")
 
 Driver = EmbeddedDriver | KafkaDriver
 
