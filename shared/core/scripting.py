@@ -1,7 +1,7 @@
 """Scripts inside a decision: JavaScript (INLINE, SWITCH, DO_WHILE's loopCondition) and jq
 (JSON_JQ_TRANSFORM), each bounded in time and memory, and reproducible.
 
-JavaScript runs in QuickJS (PyPI `quickjs-ng`), a fresh context per evaluation (~0.3 ms) so no
+JavaScript runs in QuickJS (PyPI `quickjs-ng`), a fresh context per evaluation (~0.16 ms) so no
 script sees another's globals or what it did to Math or Date: no file, network, process or module
 access exists in it; a time limit (Conductor's default 4 s) and a memory limit (exact: QuickJS
 counts every allocation) stop runaway scripts with an error, and the host goes on. The time
@@ -9,9 +9,9 @@ limit is QuickJS's, measured in CPU time of the whole process (its interrupt han
 clock()): it always stops a runaway script, but may stop one early while other threads of the
 process are busy — a script that really needs seconds of CPU should get a larger
 CAIRN_SCRIPT_TIMEOUT_MS. `Date.now()`, `new Date()` and `Math.random()` are derived from the
-decision's clock and a seed (the execution id), so a decision computed twice computes the same
-values (local-time Date methods follow the host's time zone: run services in UTC). The
-script is a Script as in Conductor (its value is the last expression's; a top-level `return` is
+decision's clock and a seed (the execution id), put in place when a script first touches them,
+so a decision computed twice computes the same values (local-time Date methods follow the host's
+time zone: run services in UTC). The script is a Script as in Conductor (its value is the last expression's; a top-level `return` is
 a syntax error, so a function body is written as `(function(){ ... })()`), with `$` bound to the
 input. Why QuickJS and not V8: docs/operators.md, "Scripts".
 
@@ -55,13 +55,12 @@ class Sandbox(Protocol):
     def jq(self, query: str, data: Any, *, now_ms: int) -> list[Any]: ...
 
 
-_PRELUDE = r"""
-(function (now, seed) {
+_CLOCK_AND_RANDOM = r"""
+(function (now, seed, RealDate, define, construct, imul, freeze) {
   "use strict";
-  const RealDate = Date;
-  let [s0, s1, s2, s3] = seed;
+  let s0 = seed[0], s1 = seed[1], s2 = seed[2], s3 = seed[3];
   function next() {  // xoshiro128**: the decision's seed, not the host's randomness
-    const r = Math.imul(((Math.imul(s1, 5) << 7) | (Math.imul(s1, 5) >>> 25)), 9) >>> 0;
+    const r = imul(((imul(s1, 5) << 7) | (imul(s1, 5) >>> 25)), 9) >>> 0;
     const t = s1 << 9;
     s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3; s2 ^= t;
     s3 = (s3 << 11) | (s3 >>> 21);
@@ -69,22 +68,48 @@ _PRELUDE = r"""
   }
   function CairnDate(...args) {
     if (new.target === undefined) return new RealDate(now).toString();
-    return Reflect.construct(RealDate, args.length ? args : [now], new.target);
+    return construct(RealDate, args.length ? args : [now], new.target);
   }
   CairnDate.prototype = RealDate.prototype;
   CairnDate.now = () => now;
   CairnDate.parse = RealDate.parse;
   CairnDate.UTC = RealDate.UTC;
-  const open = { configurable: true, writable: true };
-  Object.defineProperty(RealDate.prototype, "constructor", { value: CairnDate, ...open });
-  Object.defineProperty(globalThis, "Date", { value: CairnDate, ...open });
-  Math.random = next;
-  if (typeof performance !== "undefined") {
-    const frozen = Object.freeze({ now: () => 0 });
-    Object.defineProperty(globalThis, "performance", { value: frozen, configurable: true });
-  }
+  define(RealDate.prototype, "constructor", { __proto__: null, value: CairnDate, configurable: true, writable: true });
+  return { __proto__: null, Date: CairnDate, random: next, performance: freeze({ __proto__: null, now: () => 0 }) };
 })
 """
+"""The decision's clock and random numbers. It is evaluated only when a script first touches
+`Date`, `Math.random` or `performance` (see _LAZY): parsing it costs more than most scripts."""
+
+_LAZY = r"""
+(function (now, seed, source) {
+  "use strict";
+  const define = Object.defineProperty, evaluate = eval, RealDate = Date;
+  const construct = Reflect.construct, imul = Math.imul, freeze = Object.freeze;
+  let made = null;
+  function lazy(target, key) {
+    define(target, key, {
+      __proto__: null,
+      configurable: true,
+      get: function () {
+        return (made || (made = evaluate(source)(now, seed, RealDate, define, construct, imul, freeze)))[key];
+      },
+      set: function (value) {
+        define(target, key, { __proto__: null, value: value, configurable: true, writable: true });
+      },
+    });
+  }
+  lazy(globalThis, "Date");
+  lazy(Math, "random");
+  lazy(globalThis, "performance");
+})
+"""
+"""Put the decision's clock and random numbers in place of the host's, made on first use (function
+expressions, not method shorthand: cheaper to parse, and parsing is most of the cost). Everything
+it and _CLOCK_AND_RANDOM call is taken before the script runs, so a script that first replaces
+`Reflect.construct`, `Object.defineProperty` or `eval` can never get hold of the host's `Date`
+(with the clock installed eagerly, replacing `Reflect.construct` handed it over)."""
+_LAZY_SOURCE = json.dumps(_CLOCK_AND_RANDOM)
 _RUN = "JSON.stringify({v: (0, eval)(__cairn_source)})"
 _CHECK = r"""(function () {
   const asScript = "throw __cairn_stop;\n" + __cairn_source;
@@ -129,11 +154,11 @@ def run_javascript(
     """The value of `script` with `$` = `bindings` (JSON values in and out; undefined -> None)."""
     context = _context(limits)
     try:
-        context.eval(f"{_PRELUDE}({int(now_ms)}, {json.dumps(_seed_words(seed))});")
-        context.eval(
-            f"var $ = {json.dumps(bindings, allow_nan=False)}; var __cairn_source = {json.dumps(script)};"
+        text = context.eval(  # one evaluation: each call into QuickJS costs a few microseconds
+            f"{_LAZY}({int(now_ms)}, {json.dumps(_seed_words(seed))}, {_LAZY_SOURCE});"
+            f" var $ = {json.dumps(bindings, allow_nan=False)}; var __cairn_source = {json.dumps(script)};"
+            f" {_RUN}"
         )
-        text = context.eval(_RUN)
     except quickjs.JSException as error:
         raise _error(error, limits) from None
     except (ValueError, TypeError, OverflowError) as error:  # input that is not JSON

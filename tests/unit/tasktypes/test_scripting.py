@@ -107,6 +107,34 @@ def test_the_clock_is_the_decision_s() -> None:
     assert js("performance.now()") == 0
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        "var real; Reflect.construct = function (C) { real = C; return {}; }; new Date(); typeof real",
+        "var real; Object.defineProperty = function (o) { real = o; }; Date.now(); typeof real",
+    ],
+)
+def test_a_script_that_replaces_builtins_first_never_reaches_the_host_clock(script: str) -> None:
+    """The clock is put in place on first use, with builtins taken before the script runs (with
+    the clock installed eagerly, replacing Reflect.construct handed over the host's Date)."""
+    assert js(script) == "undefined"
+
+
+def test_the_clock_survives_a_script_that_breaks_what_it_uses() -> None:
+    assert js("eval = null; Date.now()") == NOW
+    assert js("Object.prototype.get = function () { return 1; }; [Date.now(), new Date().getTime()]") == [
+        NOW,
+        NOW,
+    ]
+
+
+def test_the_clock_and_random_can_be_replaced_by_the_script() -> None:
+    assert js("Date = 5; Date") == 5
+    assert js("Math.random = () => 7; Math.random()") == 7
+    assert js("Math.random(); Math.random = () => 7; [Math.random(), Date.now()]") == [7, NOW]
+    assert js("delete Date; typeof Date") == "undefined"
+
+
 def test_random_is_derived_from_the_seed() -> None:
     script = "[Math.random(), Math.random(), Math.random()]"
     first = js(script, seed="task-a")
