@@ -11,9 +11,9 @@ process are busy — a script that really needs seconds of CPU should get a larg
 CAIRN_SCRIPT_TIMEOUT_MS. `Date.now()`, `new Date()` and `Math.random()` are derived from the
 decision's clock and a seed (the execution id), put in place when a script first touches them,
 so a decision computed twice computes the same values (local-time Date methods follow the host's
-time zone: run services in UTC). The script is a Script as in Conductor (its value is the last expression's; a top-level `return` is
-a syntax error, so a function body is written as `(function(){ ... })()`), with `$` bound to the
-input. Why QuickJS and not V8: docs/operators.md, "Scripts".
+time zone: run services in UTC). The script is a Script as in Conductor (its value is the last
+expression's; a top-level `return` is a syntax error, so a function body is written as
+`(function(){ ... })()`), with `$` bound to the input. Why QuickJS and not V8: docs/operators.md, "Scripts".
 
 jq cannot be interrupted inside a process (its C code holds the GIL), so a decider evaluates jq
 in a pool of helper processes (shared/sandbox/jq_pool.py) through the `Sandbox` protocol;
@@ -74,8 +74,10 @@ _CLOCK_AND_RANDOM = r"""
   CairnDate.now = () => now;
   CairnDate.parse = RealDate.parse;
   CairnDate.UTC = RealDate.UTC;
-  define(RealDate.prototype, "constructor", { __proto__: null, value: CairnDate, configurable: true, writable: true });
-  return { __proto__: null, Date: CairnDate, random: next, performance: freeze({ __proto__: null, now: () => 0 }) };
+  const constructor = { __proto__: null, value: CairnDate, configurable: true, writable: true };
+  define(RealDate.prototype, "constructor", constructor);
+  const performance = freeze({ __proto__: null, now: () => 0 });
+  return { __proto__: null, Date: CairnDate, random: next, performance: performance };
 })
 """
 """The decision's clock and random numbers. It is evaluated only when a script first touches
