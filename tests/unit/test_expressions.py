@@ -1,4 +1,11 @@
-from shared.core.expressions import evaluate, evaluate_parameters
+from collections.abc import Mapping
+from typing import Any
+
+import jsonpath
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.core.expressions import evaluate, evaluate_parameters, resolve_path
 
 CONTEXT = {
     "workflow": {"workflowId": "wf-1", "input": {"x": 5, "name": "ada", "items": [1, 2], "flag": True}},
@@ -68,3 +75,40 @@ def test_nested_maps_and_lists_and_literals() -> None:
 
 def test_wildcard_returns_list() -> None:
     assert evaluate("${workflow.input.items[*]}", CONTEXT) == [1, 2]
+
+
+def jsonpath_reading(path: str, context: Mapping[str, Any]) -> Any:
+    """What resolve_path answered when every path went through JSONPath (before plain member names
+    were read directly)."""
+    expression = path if path.startswith("$") else "$." + path
+    matches = jsonpath.findall(expression, context)
+    return matches[0] if len(matches) == 1 else (list(matches) or None)
+
+
+NAMES = ["a", "b", "true", "null", "false", "length", "size", "keys", "_x", "A1", "in", "nil"]
+VALUES = [None, 0, 1.5, "", "text", True, [], [1, {"a": 2}], {}, {"b": None}]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    path=st.lists(st.sampled_from(NAMES), min_size=1, max_size=4),
+    context=st.recursive(
+        st.sampled_from(VALUES),
+        lambda inner: st.dictionaries(st.sampled_from(NAMES), inner, max_size=4),
+        max_leaves=12,
+    ),
+)
+def test_plain_member_names_read_as_jsonpath_reads_them(path: list[str], context: Any) -> None:
+    root = {"ctx": context}
+    dotted = ".".join(["ctx", *path])
+    assert resolve_path(dotted, root) == jsonpath_reading(dotted, root)
+    assert resolve_path("$." + dotted, root) == jsonpath_reading("$." + dotted, root)
+
+
+def test_paths_jsonpath_still_reads() -> None:
+    assert resolve_path("first.output.a.b[1]", CONTEXT) == 7
+    assert resolve_path("first.output.a.b[*]", CONTEXT) == [{"c": "deep"}, 7]
+    assert resolve_path("first.output.a..c", CONTEXT) == ["deep"]
+    assert resolve_path("workflow.input.items.1", CONTEXT) is None  # `.1` is a member name
+    assert resolve_path("first.output.[", CONTEXT) is None
+    assert resolve_path("first.output.[", CONTEXT) is None  # the cached failure answers alike
