@@ -70,12 +70,15 @@ _CLOCK_AND_RANDOM = r"""
     if (new.target === undefined) return new RealDate(now).toString();
     return construct(RealDate, args.length ? args : [now], new.target);
   }
-  CairnDate.prototype = RealDate.prototype;
-  CairnDate.now = () => now;
-  CairnDate.parse = RealDate.parse;
-  CairnDate.UTC = RealDate.UTC;
-  const constructor = { __proto__: null, value: CairnDate, configurable: true, writable: true };
-  define(RealDate.prototype, "constructor", constructor);
+  // Defined, never assigned: an assignment would look up setters on Function.prototype, which the
+  // script may have planted, with `this` a function whose prototype still leads to the host's Date.
+  const own = (target, key, value) =>
+    define(target, key, { __proto__: null, value: value, configurable: true, writable: true });
+  own(RealDate.prototype, "constructor", CairnDate);
+  define(CairnDate, "prototype", { __proto__: null, value: RealDate.prototype });  // non-configurable
+  own(CairnDate, "now", () => now);
+  own(CairnDate, "parse", RealDate.parse);
+  own(CairnDate, "UTC", RealDate.UTC);
   const performance = freeze({ __proto__: null, now: () => 0 });
   return { __proto__: null, Date: CairnDate, random: next, performance: performance };
 })
@@ -88,6 +91,10 @@ _LAZY = r"""
   "use strict";
   const define = Object.defineProperty, evaluate = eval, RealDate = Date;
   const construct = Reflect.construct, imul = Math.imul, freeze = Object.freeze;
+  const tryDefine = Reflect.defineProperty;
+  // QuickJS hands CallSite objects, whose getFunction() returns the host's Date from inside the
+  // clock's frames, to Error.prepareStackTrace: a script may not set one.
+  define(Error, "prepareStackTrace", { __proto__: null, value: undefined });
   let made = null;
   function lazy(target, key) {
     define(target, key, {
@@ -96,8 +103,8 @@ _LAZY = r"""
       get: function () {
         return (made || (made = evaluate(source)(now, seed, RealDate, define, construct, imul, freeze)))[key];
       },
-      set: function (value) {
-        define(target, key, { __proto__: null, value: value, configurable: true, writable: true });
+      set: function (value) {  // on a frozen target, ignored as an assignment would be
+        tryDefine(target, key, { __proto__: null, value: value, configurable: true, writable: true });
       },
     });
   }

@@ -112,6 +112,16 @@ def test_the_clock_is_the_decision_s() -> None:
     [
         "var real; Reflect.construct = function (C) { real = C; return {}; }; new Date(); typeof real",
         "var real; Object.defineProperty = function (o) { real = o; }; Date.now(); typeof real",
+        # a setter planted where installing the clock used to assign CairnDate.now (review finding)
+        "var real; Object.defineProperty(Function.prototype, 'now', {configurable: true,"
+        " set(v) { real = this.prototype.constructor; }}); Date; real === Date ? 'undefined' : typeof real",
+        "var real; Object.defineProperty(Object.prototype, 'UTC', {configurable: true,"
+        " set(v) { real = this.prototype.constructor; }}); Date; real === Date ? 'undefined' : typeof real",
+        # the host's Date as a CallSite's function while it converts an argument (review finding)
+        "var fns = []; try { Error.prepareStackTrace = (e, cs) => {"
+        " for (const c of cs) fns.push(c.getFunction()); return ''; }; } catch (e) {}"
+        " new Date({valueOf() { new Error().stack; return 0; }});"
+        " typeof fns.find(f => f && f.name === 'Date' && f !== Date)",
     ],
 )
 def test_a_script_that_replaces_builtins_first_never_reaches_the_host_clock(script: str) -> None:
@@ -133,6 +143,7 @@ def test_the_clock_and_random_can_be_replaced_by_the_script() -> None:
     assert js("Math.random = () => 7; Math.random()") == 7
     assert js("Math.random(); Math.random = () => 7; [Math.random(), Date.now()]") == [7, NOW]
     assert js("delete Date; typeof Date") == "undefined"
+    assert js("Object.freeze(Math); Math.random = 1; typeof Math.random") == "function"
 
 
 def test_random_is_derived_from_the_seed() -> None:
