@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from benchmarks.instrumented_dev import read_counters
-from benchmarks.w1_w2 import EmbeddedDriver, inline_chain
+from benchmarks.w1_w2 import INLINE_PREFIX, EmbeddedDriver, inline_chains
 from tests.e2e.cluster import _die_with_parent
 
 HOPS = (
@@ -163,7 +163,7 @@ async def main(args: argparse.Namespace) -> None:
     profile = run_dir / "dev.pyspy"
     spy: asyncio.subprocess.Process | None = None
     try:
-        await driver.start(*([inline_chain(k) for k in (1, 3, 10)] if args.inline else []))
+        await driver.start(*(inline_chains() if args.inline else []))
         await driver.run_one("bench_k1", 0)  # warm-up (another definition: not in the hop figures)
         if args.prefill:  # history first: 1-step workflows at concurrency 100, as W1 K=1 runs them
             fill = asyncio.Semaphore(100)
@@ -189,7 +189,7 @@ async def main(args: argparse.Namespace) -> None:
         work0 = await driver.work()
         cpu0 = driver.cpu()
         semaphore = asyncio.Semaphore(args.concurrency)
-        workflow_prefix = "bench_inline_k" if args.inline else "bench_k"
+        workflow_prefix = INLINE_PREFIX if args.inline else "bench_k"
         latencies: list[float] = []
 
         async def one(i: int) -> None:

@@ -102,6 +102,10 @@ def definition(k: int) -> dict[str, Any]:
 TASK_DEF = {"name": "bench_noop", "retryCount": 0}
 
 
+INLINE_PREFIX = "bench_inline_k"
+"""bench_inline_k{k} is W1-engine's twin of bench_k{k} (inline_chain)."""
+
+
 def inline_chain(k: int, name: str | None = None) -> dict[str, Any]:
     """`name` (default bench_inline_k{k}): k chained INLINE tasks, `$.n + 1` from the input's `i`,
     run by the decider itself (no worker); its output `n` is i + k."""
@@ -119,10 +123,15 @@ def inline_chain(k: int, name: str | None = None) -> dict[str, Any]:
         for i in range(k)
     ]
     return {
-        "name": name or f"bench_inline_k{k}",
+        "name": name or f"{INLINE_PREFIX}{k}",
         "tasks": tasks,
         "outputParameters": {"n": f"${{s{k - 1}.output.result}}"},
     }
+
+
+def inline_chains() -> list[dict[str, Any]]:
+    """W1-engine's definitions: bench_inline_k{1,3,10}, beside bench_k{1,3,10}."""
+    return [inline_chain(k) for k in (1, 3, 10)]
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

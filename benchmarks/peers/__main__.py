@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.cli import run_and_report, run_record
 from benchmarks.peers.common import PeerUnavailable, Session
-from benchmarks.w1_w2 import DURABILITY, Driver, embedded_driver, inline_chain, measure
+from benchmarks.w1_w2 import DURABILITY, INLINE_PREFIX, Driver, embedded_driver, inline_chains, measure
 
 ENGINES = ("cairn", "cairn-engine", "temporal", "dbos", "restate")
 
@@ -39,7 +39,7 @@ class _Renamed:
         self.driver = driver
 
     async def run_one(self, name: str, i: int) -> float:
-        return await self.driver.run_one(name.replace("bench_k", "bench_inline_k"), i)
+        return await self.driver.run_one(name.replace("bench_k", INLINE_PREFIX), i)
 
     def cpu(self) -> dict[str, float]:
         return self.driver.cpu()
@@ -50,7 +50,7 @@ class _Renamed:
 
 @asynccontextmanager
 async def cairn_session(engine_family: bool) -> AsyncIterator[Session]:
-    definitions = [inline_chain(k) for k in (1, 3, 10)] if engine_family else []
+    definitions = inline_chains() if engine_family else []
     # Plain `python -m cairn dev`, as users run it and as the peers run: the SQLite counters of
     # benchmarks/instrumented_dev.py wrap every statement in Python (W2 K=3 10.0 ms without
     # them, 11-13 with, on this machine).

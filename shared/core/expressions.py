@@ -47,7 +47,7 @@ def resolve_path(path: str, context: Mapping[str, Any]) -> Any:
         return None
     try:
         matches = plan.path.findall(context)
-    except Exception:  # a malformed path behaves like a missing one in Conductor
+    except Exception:  # a path that cannot be followed behaves like a missing one in Conductor
         return None
     if not matches:
         return None
@@ -58,8 +58,7 @@ def resolve_path(path: str, context: Mapping[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class _Compiled:
-    path: Any
-    """the compiled JSONPath"""
+    path: jsonpath.JSONPath | jsonpath.CompoundJSONPath
     multi: bool
     """whether it can match many values (then its value is always a list)"""
 
