@@ -17,6 +17,7 @@ from typing import Any
 from pymongo import ReplaceOne
 from pymongo.errors import BulkWriteError
 
+from shared.adapters.mongo_opaque import OPAQUE_TASK_FIELDS, OPAQUE_WORKFLOW_FIELDS, from_opaque, to_opaque
 from shared.adapters.mongo_search import searched_copies
 from shared.core.attention import attention_at
 from shared.models.definitions import TaskDef, WorkflowDef
@@ -26,27 +27,6 @@ from shared.ports.store import HistoryChunk, encode_heads
 
 DUPLICATE_KEY = 11000
 FINISHED_STATUSES = tuple(status.value for status in WorkflowStatus if status.is_terminal)
-
-# Fields holding user data (inputs, outputs, definitions' parameters) are stored as JSON text.
-# User keys may contain "." or start with "$", which MongoDB restricts and FerretDB 1.x refuses
-# outright: a worker returning {"a.b": 1} made every commit of its workflow fail, redelivering
-# the decider's batch forever. Nothing filters inside these fields; queries use top-level copies.
-OPAQUE_WORKFLOW_FIELDS = ("state", "outbox")
-OPAQUE_TASK_FIELDS = ("inputData", "outputData")
-
-
-def to_opaque(data: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-    for name in fields:
-        if name in data:
-            data[name] = json.dumps(data[name], separators=(",", ":"))
-    return data
-
-
-def from_opaque(data: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-    for name in fields:
-        if isinstance(data.get(name), str):
-            data[name] = json.loads(data[name])
-    return data
 
 
 def definition_to_mongo(key: str, definition: WorkflowDef | TaskDef) -> dict[str, Any]:

@@ -5,7 +5,10 @@ homes of an execution â€” `workflows` while it runs, `finished` once it ended â€
 On MongoDB the fields are indexed (mongo_store's `open`); FerretDB answers any filter but `_id`
 with a scan, so on FerretDB a search reads the collections through (an operator's call, not a
 decision's). Free text matches the document's state, the JSON text holding its input, output and
-executions."""
+executions. The state is stored compressed (mongo_opaque), so no server-side expression can read
+it: the documents the rest of the query selects are read here, state included, and matched after
+decompression, as the server's regular expression over the text matched them before (a scan
+either way; on FerretDB, one that costs the server less)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
 
+from shared.adapters.mongo_opaque import opaque_text
 from shared.search import AllOf, AnyOf, Condition, Query, SearchRequest
 
 FIELDS = {
@@ -113,37 +117,46 @@ def to_filter(
 
 async def search(running: Any, finished: Any, request: SearchRequest) -> tuple[int, list[dict[str, Any]]]:
     """(exact count, one page of stored documents) over both collections."""
-    query = to_filter(request.query, request.free_text)
+    query = to_filter(request.query, None)
     sort = [(FIELDS[name], DESCENDING if descending else ASCENDING) for name, descending in request.sort]
     if all(key != "_id" for key, _ in sort):
         sort.append(("_id", ASCENDING))  # a stable order between equal keys, for paging
     wanted = request.start + request.size
-    if request.size == 0:  # the count only (a limit of 0 is no limit to MongoDB)
-        counts = await asyncio.gather(running.count_documents(query), finished.count_documents(query))
-        return sum(counts), []
     # The order of the first start+size of each home from their sort keys alone, then the page's
     # documents whole: deep pages cost keys, not documents.
     keys = {FIELDS[name]: 1 for name, _ in request.sort} | {"version": 1}
-    counts, pages = zip(
-        *await asyncio.gather(
-            *(
-                asyncio.gather(
-                    collection.count_documents(query),
-                    collection.find(query, keys, sort=sort, limit=wanted).to_list(),
+    if request.free_text is not None:
+        text = re.compile(re.escape(request.free_text), re.IGNORECASE)
+        counts, pages = zip(
+            *await asyncio.gather(*(_text_matches(c, query, keys, text) for c in (running, finished))),
+            strict=True,
+        )
+    elif request.size == 0:  # the count only (a limit of 0 is no limit to MongoDB)
+        counts = await asyncio.gather(running.count_documents(query), finished.count_documents(query))
+        return sum(counts), []
+    else:
+        counts, pages = zip(
+            *await asyncio.gather(
+                *(
+                    asyncio.gather(
+                        collection.count_documents(query),
+                        collection.find(query, keys, sort=sort, limit=wanted).to_list(),
+                    )
+                    for collection in (running, finished)
                 )
-                for collection in (running, finished)
-            )
-        ),
-        strict=True,
-    )
+            ),
+            strict=True,
+        )
     newest: dict[str, dict[str, Any]] = {}
     for data in (d for page in pages for d in page):  # a document caught mid-move: the newer copy
         if data["_id"] not in newest or newest[data["_id"]]["version"] < data["version"]:
             newest[data["_id"]] = data
+    moving = sum(len(page) for page in pages) - len(newest)
+    if request.size == 0:
+        return sum(counts) - moving, []
     ordered = sorted(newest.values(), key=lambda d: d["_id"])
     for name, descending in reversed(request.sort):  # stable sorts, last key first
         ordered.sort(key=_sort_key(FIELDS[name]), reverse=descending)
-    moving = sum(len(page) for page in pages) - len(newest)
     chosen = [d["_id"] for d in ordered[request.start : wanted]]
     whole = await asyncio.gather(
         *(collection.find({"_id": {"$in": chosen}}).to_list() for collection in (running, finished))
@@ -153,6 +166,19 @@ async def search(running: Any, finished: Any, request: SearchRequest) -> tuple[i
         if data["_id"] not in by_id or by_id[data["_id"]]["version"] < data["version"]:
             by_id[data["_id"]] = data
     return sum(counts) - moving, [by_id[i] for i in chosen if i in by_id]
+
+
+async def _text_matches(
+    collection: Any, query: dict[str, Any], keys: dict[str, int], text: re.Pattern[str]
+) -> tuple[int, list[dict[str, Any]]]:
+    """(how many, the sort keys of every document) of `collection` that `query` selects and whose
+    state's JSON text `text` matches; the state is read and dropped one batch at a time."""
+    matched: list[dict[str, Any]] = []
+    async for data in collection.find(query, keys | {"state": 1}):
+        state = data.pop("state", None)
+        if isinstance(state, str | bytes) and text.search(opaque_text(state)):
+            matched.append(data)
+    return len(matched), matched
 
 
 def _sort_key(name: str) -> Callable[[dict[str, Any]], tuple[int, Any]]:
@@ -202,7 +228,7 @@ async def backfill(collections: tuple[Any, ...], limit: int) -> int:
         ).to_list()
         for data in stale:
             state = data.get("state")
-            parsed = json.loads(state) if isinstance(state, str) else state or {}
+            parsed = json.loads(opaque_text(state)) if isinstance(state, str | bytes) else state or {}
             await collection.update_one(
                 {"_id": data["_id"], "version": data["version"]}, {"$set": searched_copies(parsed)}
             )

@@ -42,16 +42,15 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.adapters import mongo_search
 from shared.adapters.mongo_codec import (
-    OPAQUE_WORKFLOW_FIELDS,
     SnapshotCache,
     definition_body,
     definition_to_mongo,
-    from_opaque,
     history_from_mongo,
     insert_all,
     task_from_mongo,
 )
 from shared.adapters.mongo_commits import MongoCommits
+from shared.adapters.mongo_opaque import OPAQUE_WORKFLOW_FIELDS, from_opaque
 from shared.adapters.mongo_retention import MongoRetention
 from shared.adapters.mongo_timers import MongoTimers
 from shared.models.definitions import TaskDef, WorkflowDef

@@ -3,6 +3,8 @@ sort, paging, free text, and an index that follows status changes and removal.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from shared.models.documents import WorkflowDocument
@@ -107,6 +109,33 @@ async def test_total_is_exact_while_paging_in_sort_order(stored: Store) -> None:
 async def test_free_text_matches_the_document(stored: Store) -> None:
     assert await ids(stored, None, text="ORDER-7") == (1, ["wf-07"])
     assert (await ids(stored, "status = FAILED", text="order-1"))[1] == ["wf-11", "wf-10"]
+    assert await ids(stored, None, text="order-1", size=0) == (3, [])  # order-1, -10, -11
+    assert await ids(stored, None, text="order-1", sort="workflowId:ASC", start=1, size=1) == (3, ["wf-10"])
+    assert await ids(stored, None, text="order-.") == (0, [])  # text, not a pattern
+
+
+async def test_mongo_state_is_stored_compressed_and_the_text_form_before_still_reads(
+    mongo_store: Any,
+) -> None:
+    """The state is zlib in a BSON binary (mongo_opaque); a document written before that holds
+    the JSON text, which loads and is found by free text all the same."""
+    import zlib
+
+    from shared.adapters.mongo_opaque import opaque_text
+
+    for n in (1, 2):
+        assert await commit_one(mongo_store, execution(n, "order", WorkflowStatus.RUNNING), 0)
+    raw = await mongo_store._workflows.find_one({"_id": "wf-01"})
+    assert isinstance(raw["state"], bytes)
+    text = zlib.decompress(raw["state"]).decode()
+    assert '"order":"order-1"' in text
+    await mongo_store._workflows.update_one({"_id": "wf-01"}, {"$set": {"state": opaque_text(raw["state"])}})
+    assert isinstance((await mongo_store._workflows.find_one({"_id": "wf-01"}))["state"], str)
+    loaded = await mongo_store.load_workflows(["wf-01", "wf-02"])
+    assert loaded["wf-01"].state.input == {"order": "order-1"}
+    assert loaded["wf-02"].state.input == {"order": "order-2"}
+    assert await ids(mongo_store, None, text="ORDER-1") == (1, ["wf-01"])
+    assert await ids(mongo_store, None, text="order-2") == (1, ["wf-02"])
 
 
 async def test_the_index_follows_the_end_of_an_execution_and_its_removal(stored: Store) -> None:
