@@ -609,6 +609,7 @@ transaction.state.log.num.partitions=8
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.coordinator.append.linger.ms=0
 num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
