@@ -1,11 +1,12 @@
 """Bus port on Apache Kafka through FastStream's KafkaBroker (aiokafka underneath).
 
 Every subscription is a batch subscriber with manual acknowledgement: offsets are committed only
-after the handler returned, i.e. after its effects are durable; if the handler raises, each
-partition is sought back to the batch's first record and the batch is delivered again. Ack and
-nack happen here, inside one try block, because FastStream's consume loop does not survive an
-exception escaping it (a commit refused after a rebalance would otherwise leave a process that
-looks alive and consumes nothing); a refused commit only means the batch is delivered again. Bodies
+after the handler returned, i.e. after its effects are durable (behind the consume loop, in
+order: kafka_offsets); if the handler raises, each partition is sought back to the batch's first
+record and the batch is delivered again. Commit and nack happen here, never raising, because
+FastStream's consume loop does not survive an exception escaping it (a commit refused after a
+rebalance would otherwise leave a process that looks alive and consumes nothing); a refused
+commit only means the batch is delivered again. Bodies
 are handed over as raw bytes — parsing (and dead-lettering what does not parse) is the caller's
 job, so a malformed message can never wedge the consumer inside the framework.
 
@@ -36,6 +37,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.message import KafkaMessage
 from faststream.kafka.subscriber.usecase import BatchSubscriber
 
+from shared.adapters.kafka_fetch import fetch_without_idle_sleep
 from shared.adapters.kafka_membership import (
     FencingAlarm,
     InstanceIds,
@@ -43,6 +45,7 @@ from shared.adapters.kafka_membership import (
     leave_static,
     remove_alarm,
 )
+from shared.adapters.kafka_offsets import OffsetCommits
 from shared.adapters.kafka_security import KafkaSecurity, explain_bootstrap_failure
 from shared.ports.bus import BatchHandler, Outgoing, Received, Subscription
 
@@ -110,6 +113,9 @@ class _KafkaSubscription:
         self._closed = True
         self.closing.set()
         try:
+            commits = self._bus._commits.get(self.closing)
+            if commits is not None:  # the offsets of batches handled so far go with it
+                await commits.drain()
             await self._subscriber.stop()
             if self.instance_id is not None:  # a static member does not leave by itself
                 await self._bus._leave({self.group: [self.instance_id]})
@@ -146,7 +152,7 @@ class KafkaBus:
         partitions: int = 4,
         replication_factor: int = 1,
         fetch_max_wait_ms: int = 10,
-        batch_timeout_ms: int = 20,
+        batch_timeout_ms: int = 100,
         security: KafkaSecurity | None = None,
         instance_id: str | None = None,
         session_timeout_ms: int = 10_000,
@@ -176,6 +182,7 @@ class KafkaBus:
         self._connecting = asyncio.Lock()  # concurrent first publishes connect once
         self._dynamic: set[_KafkaSubscription] = set()
         self._closing: list[asyncio.Event] = []  # one per subscriber: cuts its backoff short
+        self._commits: dict[asyncio.Event, OffsetCommits] = {}  # each subscriber's, by its event
         self._session_timeout_ms = session_timeout_ms
         self._instance_ids = InstanceIds(instance_id) if instance_id else None
         self._static: dict[str, list[str]] = {}  # group -> instance ids of the persistent subscribers
@@ -205,7 +212,7 @@ class KafkaBus:
         instance_id = self._instance_ids.claim(group) if self._instance_ids else None
         if instance_id is not None and persistent:
             self._static.setdefault(group, []).append(instance_id)
-        subscriber = self._broker.subscriber(
+        subscriber = self._broker.subscriber(  # its fetch: kafka_fetch (no sleep when idle)
             *topics,
             group_id=group,
             batch=True,
@@ -224,8 +231,11 @@ class KafkaBus:
             session_timeout_ms=self._session_timeout_ms,
             heartbeat_interval_ms=min(3000, self._session_timeout_ms // 3),
         )
+        fetch_without_idle_sleep(subscriber)
         closing = asyncio.Event()
         self._closing.append(closing)
+        commits = OffsetCommits(closing)
+        self._commits[closing] = commits
         failures = 0
 
         async def on_batch(body: Any, message: KafkaMessage = Context("message")) -> None:
@@ -244,7 +254,7 @@ class KafkaBus:
                 await _settle(message.nack, "rewind")
                 return
             failures = 0
-            await _settle(message.ack, "commit")
+            await commits.commit(message.consumer, records)  # behind the loop: kafka_offsets
 
         subscriber(on_batch)
         return subscriber, closing, instance_id
@@ -253,6 +263,7 @@ class KafkaBus:
         self._dynamic.discard(subscription)
         if subscription.closing in self._closing:
             self._closing.remove(subscription.closing)
+        self._commits.pop(subscription.closing, None)
         if self._instance_ids and subscription.instance_id:
             self._instance_ids.release(subscription.group, subscription.instance_id)
 
@@ -287,6 +298,7 @@ class KafkaBus:
     async def stop(self) -> None:
         for closing in self._closing:
             closing.set()
+        await asyncio.gather(*(commits.drain() for commits in self._commits.values()))
         self._consuming = False
         if self._started:
             self._started = False

@@ -1,0 +1,94 @@
+"""The Kafka bus's offset commits behind the consume loop (shared/adapters/kafka_offsets.py):
+what is committed is each handled batch's own records, in batch order, and a closing subscriber
+waits for every commit. The consumer here only records calls (aiokafka's `commit(offsets)`); the
+bus contract suite runs the same path on a real broker
+(tests/contract/test_bus_contract.py::test_batches_handled_before_a_graceful_stop_are_not_delivered_again)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiokafka import TopicPartition
+
+from shared.adapters.kafka_offsets import OffsetCommits, next_offsets
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass
+class RecordingConsumer:
+    """aiokafka's consumer as far as committing goes; each commit can be held until released."""
+
+    committed: list[dict[TopicPartition, int]] = field(default_factory=list)
+    hold: dict[int, asyncio.Event] = field(default_factory=dict)  # call number -> release
+    fail: set[int] = field(default_factory=set)
+    calls: int = 0
+
+    async def commit(self, offsets: dict[TopicPartition, Any]) -> None:
+        call = self.calls
+        self.calls += 1
+        if call in self.hold:
+            await self.hold[call].wait()
+        if call in self.fail:
+            raise RuntimeError("CommitFailedError: the group rebalanced")
+        self.committed.append(dict(offsets))
+
+
+def test_the_next_offset_of_each_partition_of_the_batch() -> None:
+    records = [Record("a", 0, 7), Record("a", 1, 3), Record("a", 0, 9), Record("b", 0, 0)]
+    assert next_offsets(records) == {
+        TopicPartition("a", 0): 10,
+        TopicPartition("a", 1): 4,
+        TopicPartition("b", 0): 1,
+    }
+
+
+async def test_commits_run_behind_the_caller_and_land_in_batch_order() -> None:
+    consumer = RecordingConsumer(hold={0: asyncio.Event()})
+    commits = OffsetCommits(asyncio.Event())
+    await commits.commit(consumer, [Record("t", 0, 0)])  # returns with its commit still held
+    await commits.commit(consumer, [Record("t", 0, 1), Record("t", 1, 5)])
+    await asyncio.sleep(0.01)
+    assert consumer.committed == []  # the second waits for the first
+    consumer.hold[0].set()
+    await commits.drain()
+    assert consumer.committed == [
+        {TopicPartition("t", 0): 1},
+        {TopicPartition("t", 0): 2, TopicPartition("t", 1): 6},
+    ]
+
+
+async def test_a_closing_subscriber_commits_in_place_after_the_ones_before() -> None:
+    consumer = RecordingConsumer(hold={0: asyncio.Event()})
+    closing = asyncio.Event()
+    commits = OffsetCommits(closing)
+    await commits.commit(consumer, [Record("t", 0, 0)])
+    closing.set()
+    last = asyncio.create_task(commits.commit(consumer, [Record("t", 0, 1)]))
+    await asyncio.sleep(0.01)
+    assert not last.done()  # waits for the held one
+    consumer.hold[0].set()
+    await last  # returns only once its own commit is done
+    assert consumer.committed == [{TopicPartition("t", 0): 1}, {TopicPartition("t", 0): 2}]
+
+
+async def test_a_refused_commit_is_logged_and_the_next_ones_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    consumer = RecordingConsumer(fail={0})
+    commits = OffsetCommits(asyncio.Event())
+    with caplog.at_level(logging.WARNING, "shared.adapters.kafka_offsets"):
+        await commits.commit(consumer, [Record("t", 2, 4)])
+        await commits.commit(consumer, [Record("t", 2, 5)])
+        await commits.drain()
+    assert consumer.committed == [{TopicPartition("t", 2): 6}]
+    assert "could not commit offsets {'t[2]': 5}" in caplog.text
