@@ -5,14 +5,18 @@ Every batch a subscriber handles ends in an offset commit, a round trip to the g
 consume loop, as FastStream's `ack` does it, that round trip sits between a batch and the next
 fetch on every step of a workflow: a decider's next task result, a worker's next task wait for it.
 Here the commit runs in a task while the loop fetches on; the guarantee is unchanged, because
-what is committed is the explicit next offset of each partition's records in a batch whose
-handler has returned (its effects durable), never the consumer's position, which may already be
-past records fetched and not yet handled. The commits of one subscriber run one after the other,
-in batch order. A commit that fails (a rebalance) is logged; the new owner is then handed the
-batch again, as after a crash before the commit, which every handler already tolerates.
+what is committed is the explicit next offset of each partition's records in batches whose
+handler has returned (their effects durable), never the consumer's position, which may already
+be past records fetched and not yet handled.
 
-Once a subscriber is closing, a batch's commit is awaited in place, after those still running,
-so a graceful stop or close leaves nothing uncommitted behind (`drain`).
+At most one commit per subscriber is on its way; what batches finish meanwhile is merged (the
+highest offset per partition) and committed next, so a slow coordinator slows the commits, not
+the memory or the number of tasks. A commit that fails (a rebalance) is logged; the batch is then
+delivered again, as after a crash before the commit, which every handler already tolerates.
+
+Once a subscriber is closing, a batch's commit is awaited in place, after the one on its way, so
+a graceful stop or close leaves nothing uncommitted behind (`drain`), within a bound: a stop
+never hangs on a coordinator that does not answer.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from aiokafka import TopicPartition
 
 log = logging.getLogger(__name__)
 
+DRAIN_TIMEOUT_S = 10.0
+"""The longest a stop or close waits for offset commits (FastStream then has its own 15 s)."""
+
 
 def next_offsets(records: Iterable[Any]) -> dict[TopicPartition, int]:
     """For each partition of `records`, the offset after its last record: what a commit saying
@@ -38,36 +45,55 @@ def next_offsets(records: Iterable[Any]) -> dict[TopicPartition, int]:
 
 
 class OffsetCommits:
-    """One subscriber's offset commits, in order, in the background until `closing` is set."""
+    """One subscriber's offset commits: one on its way at a time, the rest merged behind it, in
+    the background until `closing` is set."""
 
-    def __init__(self, closing: asyncio.Event) -> None:
+    def __init__(self, closing: asyncio.Event, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
         self._closing = closing
-        self._last: asyncio.Task[None] | None = None
+        self._drain_timeout_s = drain_timeout_s
+        self._pending: dict[TopicPartition, int] = {}
+        self._consumer: Any = None
+        self._running: asyncio.Task[None] | None = None
 
     async def commit(self, consumer: Any, records: Iterable[Any]) -> None:
-        """Commit `records` (a handled batch): started and left running, or, while closing,
-        awaited with every commit before it."""
-        offsets = next_offsets(records)
-        if not offsets:
-            return
+        """Commit `records` (a handled batch): left to the background, or, while closing,
+        awaited with everything before it."""
+        for partition, offset in next_offsets(records).items():
+            self._pending[partition] = max(self._pending.get(partition, 0), offset)
+        self._consumer = consumer
         if self._closing.is_set():
             await self.drain()
-            await _commit(consumer, offsets)
-            return
-        self._last = asyncio.create_task(_commit_after(self._last, consumer, offsets))
+        elif self._pending and (self._running is None or self._running.done()):
+            self._running = asyncio.create_task(self._commit_pending())
+
+    async def _commit_pending(self) -> None:
+        while self._pending:  # batches handled during a commit go in the next one
+            offsets, self._pending = self._pending, {}
+            await _commit(self._consumer, offsets)
 
     async def drain(self) -> None:
-        """Wait for every commit started so far."""
-        if self._last is not None:
-            await self._last
+        """Commit everything handled so far; give up (logged) after the drain timeout. Being
+        cancelled while waiting leaves the commit on its way running."""
+        if self._running is not None and not self._running.done():
+            done, _ = await asyncio.wait({self._running}, timeout=self._drain_timeout_s)
+            if not done:
+                log.warning(
+                    "offset commits still unanswered after %.0f s; batches handled since the last "
+                    "one may be delivered again",
+                    self._drain_timeout_s,
+                )
+                return
+        if self._pending and self._consumer is not None:
+            offsets, self._pending = self._pending, {}
+            try:
+                async with asyncio.timeout(self._drain_timeout_s):
+                    await _commit(self._consumer, offsets)
+            except TimeoutError:
+                log.warning("gave up committing offsets %s; they may be delivered again", _named(offsets))
 
 
-async def _commit_after(
-    previous: asyncio.Task[None] | None, consumer: Any, offsets: dict[TopicPartition, int]
-) -> None:
-    if previous is not None:
-        await previous  # never raises: _commit logs what fails
-    await _commit(consumer, offsets)
+def _named(offsets: dict[TopicPartition, int]) -> dict[str, int]:
+    return {f"{tp.topic}[{tp.partition}]": offset for tp, offset in offsets.items()}
 
 
 async def _commit(consumer: Any, offsets: dict[TopicPartition, int]) -> None:
@@ -76,6 +102,6 @@ async def _commit(consumer: Any, offsets: dict[TopicPartition, int]) -> None:
     except Exception:
         log.warning(
             "could not commit offsets %s (a rebalance?); the batch may be delivered again",
-            {f"{tp.topic}[{tp.partition}]": offset for tp, offset in offsets.items()},
+            _named(offsets),
             exc_info=True,
         )

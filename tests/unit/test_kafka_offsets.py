@@ -52,22 +52,24 @@ def test_the_next_offset_of_each_partition_of_the_batch() -> None:
     }
 
 
-async def test_commits_run_behind_the_caller_and_land_in_batch_order() -> None:
+async def test_commits_run_behind_the_caller_one_at_a_time_the_rest_merged() -> None:
     consumer = RecordingConsumer(hold={0: asyncio.Event()})
     commits = OffsetCommits(asyncio.Event())
     await commits.commit(consumer, [Record("t", 0, 0)])  # returns with its commit still held
+    await asyncio.sleep(0)  # the commit task starts: its call is on its way
     await commits.commit(consumer, [Record("t", 0, 1), Record("t", 1, 5)])
+    await commits.commit(consumer, [Record("t", 0, 2)])
     await asyncio.sleep(0.01)
-    assert consumer.committed == []  # the second waits for the first
+    assert consumer.committed == [] and consumer.calls == 1  # the others wait, merged
     consumer.hold[0].set()
     await commits.drain()
     assert consumer.committed == [
         {TopicPartition("t", 0): 1},
-        {TopicPartition("t", 0): 2, TopicPartition("t", 1): 6},
+        {TopicPartition("t", 0): 3, TopicPartition("t", 1): 6},
     ]
 
 
-async def test_a_closing_subscriber_commits_in_place_after_the_ones_before() -> None:
+async def test_a_closing_subscriber_commits_in_place_after_the_one_on_its_way() -> None:
     consumer = RecordingConsumer(hold={0: asyncio.Event()})
     closing = asyncio.Event()
     commits = OffsetCommits(closing)
@@ -77,8 +79,8 @@ async def test_a_closing_subscriber_commits_in_place_after_the_ones_before() -> 
     await asyncio.sleep(0.01)
     assert not last.done()  # waits for the held one
     consumer.hold[0].set()
-    await last  # returns only once its own commit is done
-    assert consumer.committed == [{TopicPartition("t", 0): 1}, {TopicPartition("t", 0): 2}]
+    await last  # returns only once its own offsets are committed
+    assert consumer.committed[-1] == {TopicPartition("t", 0): 2}
 
 
 async def test_a_refused_commit_is_logged_and_the_next_ones_still_run(
@@ -88,7 +90,34 @@ async def test_a_refused_commit_is_logged_and_the_next_ones_still_run(
     commits = OffsetCommits(asyncio.Event())
     with caplog.at_level(logging.WARNING, "shared.adapters.kafka_offsets"):
         await commits.commit(consumer, [Record("t", 2, 4)])
+        await commits.drain()
         await commits.commit(consumer, [Record("t", 2, 5)])
         await commits.drain()
     assert consumer.committed == [{TopicPartition("t", 2): 6}]
     assert "could not commit offsets {'t[2]': 5}" in caplog.text
+
+
+async def test_a_stop_gives_up_on_a_coordinator_that_does_not_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    consumer = RecordingConsumer(hold={0: asyncio.Event()})  # never released
+    commits = OffsetCommits(asyncio.Event(), drain_timeout_s=0.05)
+    await commits.commit(consumer, [Record("t", 0, 0)])
+    with caplog.at_level(logging.WARNING, "shared.adapters.kafka_offsets"):
+        await asyncio.wait_for(commits.drain(), 1)
+    assert "still unanswered" in caplog.text
+    consumer.hold[0].set()
+
+
+async def test_a_cancelled_drain_leaves_the_commits_working() -> None:
+    consumer = RecordingConsumer(hold={0: asyncio.Event()})
+    commits = OffsetCommits(asyncio.Event())
+    await commits.commit(consumer, [Record("t", 0, 0)])
+    drainer = asyncio.create_task(commits.drain())
+    await asyncio.sleep(0.01)
+    drainer.cancel()
+    consumer.hold[0].set()
+    await asyncio.sleep(0.01)
+    await commits.commit(consumer, [Record("t", 0, 1)])
+    await commits.drain()
+    assert consumer.committed == [{TopicPartition("t", 0): 1}, {TopicPartition("t", 0): 2}]
