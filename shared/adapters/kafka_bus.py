@@ -94,13 +94,13 @@ class _KafkaSubscription:
         self,
         bus: KafkaBus,
         subscriber: BatchSubscriber,
-        closing: asyncio.Event,
+        commits: OffsetCommits,
         group: str,
         instance_id: str | None,
     ) -> None:
         self._bus = bus
         self._subscriber = subscriber
-        self.closing = closing
+        self.commits = commits
         self.group = group
         self.instance_id = instance_id
         self._closed = False
@@ -111,11 +111,9 @@ class _KafkaSubscription:
         if self._closed:
             return
         self._closed = True
-        self.closing.set()
+        self.commits.closing.set()
         try:
-            commits = self._bus._commits.get(self.closing)
-            if commits is not None:  # the offsets of batches handled so far go with it
-                await commits.drain()
+            await self.commits.drain()  # the offsets of batches handled so far go with it
             await self._subscriber.stop()
             if self.instance_id is not None:  # a static member does not leave by itself
                 await self._bus._leave({self.group: [self.instance_id]})
@@ -181,8 +179,8 @@ class KafkaBus:
         self._consuming = False  # subscribers started
         self._connecting = asyncio.Lock()  # concurrent first publishes connect once
         self._dynamic: set[_KafkaSubscription] = set()
-        self._closing: list[asyncio.Event] = []  # one per subscriber: cuts its backoff short
-        self._commits: dict[asyncio.Event, OffsetCommits] = {}  # each subscriber's, by its event
+        # One per subscriber: its offset commits, and its closing event, which cuts its backoff short
+        self._commits: list[OffsetCommits] = []
         self._session_timeout_ms = session_timeout_ms
         self._instance_ids = InstanceIds(instance_id) if instance_id else None
         self._static: dict[str, list[str]] = {}  # group -> instance ids of the persistent subscribers
@@ -198,8 +196,8 @@ class KafkaBus:
         self, topics: Sequence[str], group: str, handler: BatchHandler, *, max_batch: int = 100
     ) -> Subscription:
         """Join `group` now (or with `start`, if the bus is not consuming yet)."""
-        subscriber, closing, instance_id = self._register(topics, group, handler, max_batch, persistent=False)
-        subscription = _KafkaSubscription(self, subscriber, closing, group, instance_id)
+        subscriber, commits, instance_id = self._register(topics, group, handler, max_batch, persistent=False)
+        subscription = _KafkaSubscription(self, subscriber, commits, group, instance_id)
         # The broker holds non-persistent subscribers weakly; the bus keeps them until closed.
         self._dynamic.add(subscription)
         if self._consuming:
@@ -208,7 +206,7 @@ class KafkaBus:
 
     def _register(
         self, topics: Sequence[str], group: str, handler: BatchHandler, max_batch: int, *, persistent: bool
-    ) -> tuple[BatchSubscriber, asyncio.Event, str | None]:
+    ) -> tuple[BatchSubscriber, OffsetCommits, str | None]:
         instance_id = self._instance_ids.claim(group) if self._instance_ids else None
         if instance_id is not None and persistent:
             self._static.setdefault(group, []).append(instance_id)
@@ -232,10 +230,8 @@ class KafkaBus:
             heartbeat_interval_ms=min(3000, self._session_timeout_ms // 3),
         )
         fetch_without_idle_sleep(subscriber)
-        closing = asyncio.Event()
-        self._closing.append(closing)
-        commits = OffsetCommits(closing)
-        self._commits[closing] = commits
+        commits = OffsetCommits(asyncio.Event())
+        self._commits.append(commits)
         failures = 0
 
         async def on_batch(body: Any, message: KafkaMessage = Context("message")) -> None:
@@ -250,20 +246,19 @@ class KafkaBus:
                 # turned into a hot loop.
                 delay = min(0.1 * 2 ** min(failures, 6), 5.0)
                 log.exception("handler for %s failed; batch will be redelivered in %.1fs", topics, delay)
-                await _pause(delay, closing)
+                await _pause(delay, commits.closing)
                 await _settle(message.nack, "rewind")
                 return
             failures = 0
             await commits.commit(message.consumer, records)  # behind the loop: kafka_offsets
 
         subscriber(on_batch)
-        return subscriber, closing, instance_id
+        return subscriber, commits, instance_id
 
     def _forget(self, subscription: _KafkaSubscription) -> None:
         self._dynamic.discard(subscription)
-        if subscription.closing in self._closing:
-            self._closing.remove(subscription.closing)
-        self._commits.pop(subscription.closing, None)
+        if subscription.commits in self._commits:
+            self._commits.remove(subscription.commits)
         if self._instance_ids and subscription.instance_id:
             self._instance_ids.release(subscription.group, subscription.instance_id)
 
@@ -287,8 +282,8 @@ class KafkaBus:
             )
 
     async def start(self) -> None:
-        for closing in self._closing:
-            closing.clear()
+        for commits in self._commits:
+            commits.closing.clear()
         if self._alarm is not None:
             install_alarm(self._alarm)
         await self._broker.start()
@@ -296,9 +291,9 @@ class KafkaBus:
         self._consuming = True
 
     async def stop(self) -> None:
-        for closing in self._closing:
-            closing.set()
-        await asyncio.gather(*(commits.drain() for commits in self._commits.values()))
+        for commits in self._commits:
+            commits.closing.set()
+        await asyncio.gather(*(commits.drain() for commits in self._commits))
         self._consuming = False
         if self._started:
             self._started = False

@@ -46,10 +46,10 @@ def next_offsets(records: Iterable[Any]) -> dict[TopicPartition, int]:
 
 class OffsetCommits:
     """One subscriber's offset commits: one on its way at a time, the rest merged behind it, in
-    the background until `closing` is set."""
+    the background until its `closing` event (set when the subscriber stops) is set."""
 
     def __init__(self, closing: asyncio.Event, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
-        self._closing = closing
+        self.closing = closing
         self._drain_timeout_s = drain_timeout_s
         self._pending: dict[TopicPartition, int] = {}
         self._consumer: Any = None
@@ -61,7 +61,7 @@ class OffsetCommits:
         for partition, offset in next_offsets(records).items():
             self._pending[partition] = max(self._pending.get(partition, 0), offset)
         self._consumer = consumer
-        if self._closing.is_set():
+        if self.closing.is_set():
             await self.drain()
         elif self._pending and (self._running is None or self._running.done()):
             self._running = asyncio.create_task(self._commit_pending())
