@@ -27,3 +27,17 @@ if ! command -v docker-compose >/dev/null 2>&1; then
         exit 1
     fi
 fi
+# PostgreSQL's server binaries, for tests/contract/test_ferretdb_postgresql.py (FerretDB on its
+# PostgreSQL backend, in a throwaway cluster). Installed only when missing, as docker-compose is.
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup: PostgreSQL's server is missing; installing it needs root and apt-get: run" \
+            "'sudo apt-get install postgresql' (tests of FerretDB on PostgreSQL skip without it," \
+            "and fail with CI=true)" >&2
+    elif ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        postgresql; } >>"$log" 2>&1; then
+        cat "$log" >&2
+        echo "setup failed: could not install postgresql (log above, and in $log)" >&2
+        exit 1
+    fi
+fi

@@ -12,10 +12,11 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any
 
 from pymongo import ReplaceOne
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
 
 from shared.adapters.mongo_opaque import OPAQUE_TASK_FIELDS, OPAQUE_WORKFLOW_FIELDS, from_opaque, to_opaque
 from shared.adapters.mongo_search import searched_copies
@@ -74,6 +75,48 @@ def task_to_mongo(task: TaskState) -> dict[str, Any]:
 
 def task_from_mongo(data: dict[str, Any]) -> TaskState:
     return TaskState.model_validate(from_opaque(data, OPAQUE_TASK_FIELDS))
+
+
+UPDATES_PER_COMMAND = 8
+"""At most this many update statements in one command on FerretDB's PostgreSQL backend.
+
+FerretDB 1.24 on PostgreSQL, its default backend, holds a pool connection for each statement of
+an update command that matched a document until the command ends, and takes one more to write
+(docs/research/ferretdb-backends.md, section 2). A group commit sending the replaces of 50 running
+executions as one bulk write took all of FerretDB's default pool of 50 and waited for a 51st
+forever, wedging the server for every client. Commands of 8, one after another, hold at most 9
+connections per writer. Only there: FerretDB's SQLite backend has no pool and MongoDB no such
+hold, and the extra commands would only add round trips to every group commit."""
+
+
+async def updates_in_commands(collection: Any, requests: Sequence[Any], per_command: int | None) -> int:
+    """Send unordered update or replace `requests` as commands of at most `per_command` (None:
+    one command), one command after another; returns how many documents they matched."""
+    size = per_command or max(len(requests), 1)
+    matched = 0
+    for at in range(0, len(requests), size):
+        result = await collection.bulk_write(list(requests[at : at + size]), ordered=False)
+        matched += result.matched_count
+    return matched
+
+
+async def ferretdb_on_postgresql(collection: Any) -> bool:
+    """Whether `collection` is served by FerretDB's PostgreSQL backend: its `explain` answers with
+    PostgreSQL's plan tree (a document), where the SQLite backend gives SQLite's plan lines (a list)
+    and MongoDB a `winningPlan`. Nothing else FerretDB 1.24 reports names its backend. A plan
+    needs the collection to exist: it is created if missing (the first write would create it).
+    A server that refuses the explain is taken for PostgreSQL: smaller commands are always safe."""
+    database = collection.database
+    if collection.name not in await database.list_collection_names():
+        with suppress(CollectionInvalid, OperationFailure):  # created meanwhile by another process
+            await database.create_collection(collection.name)
+    try:
+        explained = await database.command(
+            "explain", {"find": collection.name, "filter": {"_id": ""}}, verbosity="queryPlanner"
+        )
+    except OperationFailure:
+        return True
+    return isinstance(explained.get("queryPlanner", {}).get("Plan"), dict)
 
 
 async def insert_all(collection: Any, documents: list[dict[str, Any]]) -> list[bool]:
@@ -201,6 +244,7 @@ class MongoParts:
     _task_claims: Any
     _snapshots: SnapshotCache
     _atomic_updates: bool
+    _updates_per_command: int | None
     _fence_retention_ms: int
     _fences_pruned_at: int = 0
     _ids_registered: bool = False
@@ -217,8 +261,10 @@ class MongoParts:
         inserted = await insert_all(self._tasks, documents)
         existing = [document for document, ok in zip(documents, inserted, strict=True) if not ok]
         if existing:
-            await self._tasks.bulk_write(
-                [ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in existing], ordered=False
+            await updates_in_commands(
+                self._tasks,
+                [ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in existing],
+                self._updates_per_command,
             )
 
     async def find_current(

@@ -27,6 +27,7 @@ from shared.adapters.mongo_codec import (
     is_finished,
     task_from_mongo,
     task_to_mongo,
+    updates_in_commands,
     workflow_to_mongo,
 )
 from shared.adapters.mongo_fences import MongoFences
@@ -216,12 +217,12 @@ class MongoCommits(MongoFences):
         ending = [i for i in winners if is_finished(data[i])]
         kept: list[int] = []
         if running:
-            result = await self._workflows.bulk_write(
-                [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in running], ordered=False
+            matched = await updates_in_commands(
+                self._workflows,
+                [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in running],
+                self._updates_per_command,
             )
-            kept += (
-                running if result.matched_count == len(running) else await self._keep(running, data, fenced)
-            )
+            kept += running if matched == len(running) else await self._keep(running, data, fenced)
         if ending:
             placed = await self._retire([data[i] for i in ending])
             kept += [i for i, ok in zip(ending, placed, strict=True) if ok]
@@ -235,12 +236,12 @@ class MongoCommits(MongoFences):
         placed = list(inserted)
         again = [i for i, ok in enumerate(inserted) if not ok]
         if again:  # rare: a finished execution committed again (FerretDB scans `finished` here)
-            results = await asyncio.gather(
-                *(
-                    self._finished.replace_one(self._materialise_filter(documents[i]), documents[i])
-                    for i in again
-                )
-            )
+            # One after another: each replace that matches holds two of FerretDB-on-PostgreSQL's
+            # pool connections while it runs (`UPDATES_PER_COMMAND`).
+            results = [
+                await self._finished.replace_one(self._materialise_filter(documents[i]), documents[i])
+                for i in again
+            ]
             unmatched = [i for i, r in zip(again, results, strict=True) if r.matched_count == 0]
             versions = await asyncio.gather(
                 *(self._finished.find_one({"_id": documents[i]["_id"]}, {"version": 1}) for i in unmatched)

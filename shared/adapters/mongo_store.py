@@ -42,9 +42,11 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.adapters import mongo_search
 from shared.adapters.mongo_codec import (
+    UPDATES_PER_COMMAND,
     SnapshotCache,
     definition_body,
     definition_to_mongo,
+    ferretdb_on_postgresql,
     history_from_mongo,
     insert_all,
     task_from_mongo,
@@ -97,6 +99,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._searched_fields_complete = False
         self._snapshots = SnapshotCache(db["workflow_snapshots"])
         self._atomic_updates = True
+        self._updates_per_command: int | None = None
         self._fence_retention_ms = fence_retention_ms
 
     async def open(self) -> None:
@@ -104,6 +107,9 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         # FerretDB 1.x runs conditional updates as read-then-write: neither atomic nor indexed.
         self._atomic_updates = "ferretdbVersion" not in info
         await self._ensure_indexes()
+        if not self._atomic_updates:
+            pooled = await ferretdb_on_postgresql(self._workflows)
+            self._updates_per_command = UPDATES_PER_COMMAND if pooled else None
 
     async def _ensure_indexes(self) -> None:
         """Create the indexes that are missing, and only those.
