@@ -12,11 +12,10 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import suppress
 from typing import Any
 
 from pymongo import ReplaceOne
-from pymongo.errors import BulkWriteError, CollectionInvalid, OperationFailure
+from pymongo.errors import BulkWriteError, OperationFailure
 
 from shared.adapters.mongo_opaque import OPAQUE_TASK_FIELDS, OPAQUE_WORKFLOW_FIELDS, from_opaque, to_opaque
 from shared.adapters.mongo_search import searched_copies
@@ -100,23 +99,20 @@ async def updates_in_commands(collection: Any, requests: Sequence[Any], per_comm
     return matched
 
 
-async def ferretdb_on_postgresql(collection: Any) -> bool:
+async def ferretdb_on_postgresql(collection: Any) -> bool | None:
     """Whether `collection` is served by FerretDB's PostgreSQL backend: its `explain` answers with
     PostgreSQL's plan tree (a document), where the SQLite backend gives SQLite's plan lines (a list)
-    and MongoDB a `winningPlan`. Nothing else FerretDB 1.24 reports names its backend. A plan
-    needs the collection to exist: it is created if missing (the first write would create it).
-    A server that refuses the explain is taken for PostgreSQL: smaller commands are always safe."""
-    database = collection.database
-    if collection.name not in await database.list_collection_names():
-        with suppress(CollectionInvalid, OperationFailure):  # created meanwhile by another process
-            await database.create_collection(collection.name)
+    and MongoDB a `winningPlan`. Nothing else FerretDB 1.24 reports names its backend. None: no
+    plan to tell by (the collection does not exist yet). A server that refuses the explain is
+    taken for PostgreSQL: smaller commands are always safe."""
     try:
-        explained = await database.command(
+        explained = await collection.database.command(
             "explain", {"find": collection.name, "filter": {"_id": ""}}, verbosity="queryPlanner"
         )
     except OperationFailure:
         return True
-    return isinstance(explained.get("queryPlanner", {}).get("Plan"), dict)
+    plan = explained.get("queryPlanner", {}).get("Plan")
+    return None if plan is None else isinstance(plan, dict)
 
 
 async def insert_all(collection: Any, documents: list[dict[str, Any]]) -> list[bool]:
@@ -245,6 +241,7 @@ class MongoParts:
     _snapshots: SnapshotCache
     _atomic_updates: bool
     _updates_per_command: int | None
+    _update_commands_sized: bool
     _fence_retention_ms: int
     _fences_pruned_at: int = 0
     _ids_registered: bool = False
@@ -261,11 +258,21 @@ class MongoParts:
         inserted = await insert_all(self._tasks, documents)
         existing = [document for document, ok in zip(documents, inserted, strict=True) if not ok]
         if existing:
-            await updates_in_commands(
-                self._tasks,
-                [ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in existing],
-                self._updates_per_command,
-            )
+            await self.updates(self._tasks, [ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in existing])
+
+    async def updates(self, collection: Any, requests: Sequence[Any]) -> int:
+        """`updates_in_commands` at this server's size. On FerretDB the size is found at the first
+        update of a collection that exists (`ferretdb_on_postgresql` reads a query plan of it),
+        not at `open`: creating a collection to read its plan is a DDL under FerretDB's global
+        lock, which must not meet a running writer (`_ensure_indexes`)."""
+        if requests and not self._update_commands_sized:
+            pooled = await ferretdb_on_postgresql(collection)
+            if pooled is not None:
+                self._updates_per_command = UPDATES_PER_COMMAND if pooled else None
+                self._update_commands_sized = True
+            else:  # cannot tell yet: the safe size
+                return await updates_in_commands(collection, requests, UPDATES_PER_COMMAND)
+        return await updates_in_commands(collection, requests, self._updates_per_command)
 
     async def find_current(
         self,

@@ -27,7 +27,6 @@ from shared.adapters.mongo_codec import (
     is_finished,
     task_from_mongo,
     task_to_mongo,
-    updates_in_commands,
     workflow_to_mongo,
 )
 from shared.adapters.mongo_fences import MongoFences
@@ -217,10 +216,8 @@ class MongoCommits(MongoFences):
         ending = [i for i in winners if is_finished(data[i])]
         kept: list[int] = []
         if running:
-            matched = await updates_in_commands(
-                self._workflows,
-                [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in running],
-                self._updates_per_command,
+            matched = await self.updates(
+                self._workflows, [ReplaceOne(self._materialise_filter(data[i]), data[i]) for i in running]
             )
             kept += running if matched == len(running) else await self._keep(running, data, fenced)
         if ending:

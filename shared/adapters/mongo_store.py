@@ -42,11 +42,9 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.adapters import mongo_search
 from shared.adapters.mongo_codec import (
-    UPDATES_PER_COMMAND,
     SnapshotCache,
     definition_body,
     definition_to_mongo,
-    ferretdb_on_postgresql,
     history_from_mongo,
     insert_all,
     task_from_mongo,
@@ -100,16 +98,15 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._snapshots = SnapshotCache(db["workflow_snapshots"])
         self._atomic_updates = True
         self._updates_per_command: int | None = None
+        self._update_commands_sized = False
         self._fence_retention_ms = fence_retention_ms
 
     async def open(self) -> None:
         info = await self._client.admin.command("buildInfo")
         # FerretDB 1.x runs conditional updates as read-then-write: neither atomic nor indexed.
         self._atomic_updates = "ferretdbVersion" not in info
+        self._update_commands_sized = self._atomic_updates  # FerretDB's backend: `updates`
         await self._ensure_indexes()
-        if not self._atomic_updates:
-            pooled = await ferretdb_on_postgresql(self._workflows)
-            self._updates_per_command = UPDATES_PER_COMMAND if pooled else None
 
     async def _ensure_indexes(self) -> None:
         """Create the indexes that are missing, and only those.

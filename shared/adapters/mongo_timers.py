@@ -9,7 +9,7 @@ from typing import Any
 from pymongo import ASCENDING, UpdateOne
 from pymongo.errors import DuplicateKeyError
 
-from shared.adapters.mongo_codec import MongoParts, insert_all, timer_claim_id, updates_in_commands
+from shared.adapters.mongo_codec import MongoParts, insert_all, timer_claim_id
 from shared.models.documents import TimerRecord
 
 # Timer claim records of a timer that is gone are pruned once its newest is this old (far beyond
@@ -47,7 +47,7 @@ class MongoTimers(MongoParts):
         the hint to 0, and a late hint write that sets it back. No conditional update anywhere:
         FerretDB does not run them atomically (docs/architecture.md).
 
-        Round trips for a batch: the query, one insert_many, one bulk_write (`updates_in_commands`); a
+        Round trips for a batch: the query, one insert_many, one bulk_write (`updates`); a
         collision adds a read, and after a dead claimant an insert (all collisions concurrently)."""
         if lease_ms <= 0:
             raise ValueError("claim_due_timers: lease_ms must be positive")
@@ -80,13 +80,12 @@ class MongoTimers(MongoParts):
         taken = {d["_id"] for d, ok in zip(collided, behind, strict=True) if ok}
         won = [d for d, ok in zip(due, inserted, strict=True) if ok or d["_id"] in taken]
         if won:
-            await updates_in_commands(
+            await self.updates(
                 self._timers,
                 [
                     UpdateOne({"_id": d["_id"]}, {"$set": {"claimUntil": until, "claimedBy": owner}})
                     for d in won
                 ],
-                self._updates_per_command,
             )
         return [TimerRecord.model_validate({**d, "claimUntil": until, "claimedBy": owner}) for d in won]
 

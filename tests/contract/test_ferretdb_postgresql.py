@@ -68,13 +68,23 @@ def test_the_batches_exceed_the_pool_and_a_command_does_not() -> None:
     assert UPDATES_PER_COMMAND < FERRETDB_DEFAULT_POOL // 3  # room for other clients' commands
 
 
+async def _commit_twice(store: MongoStore, workflow_id: str) -> None:
+    task = _task(workflow_id, TaskStatus.SCHEDULED)
+    assert await store.commit_workflows([Commit(_document(workflow_id, 1, task), 0, tasks=[task])]) == [True]
+    again = Commit(_document(workflow_id, 2, task), 1, tasks=[task], base_updated_at=1001)
+    assert await store.commit_workflows([again]) == [True]
+
+
 async def test_the_store_bounds_update_commands_on_postgresql_only(store: MongoStore, mongo_url: str) -> None:
-    """CI's own FerretDB runs on SQLite, which has no pool: there one command carries them all."""
-    assert store._updates_per_command == UPDATES_PER_COMMAND
+    """Found at the first update (a collection to read a plan of); CI's own FerretDB runs on
+    SQLite, which has no pool: there one command carries them all."""
+    await _commit_twice(store, "sized")
+    assert store._update_commands_sized and store._updates_per_command == UPDATES_PER_COMMAND
     on_sqlite = MongoStore(mongo_url, f"cairn_sqlite_{uuid.uuid4().hex[:10]}")
     await on_sqlite.open()
     try:
-        assert on_sqlite._updates_per_command is None
+        await _commit_twice(on_sqlite, "sized")
+        assert on_sqlite._update_commands_sized and on_sqlite._updates_per_command is None
     finally:
         await on_sqlite._client.drop_database(on_sqlite._db.name)
         await on_sqlite.close()
