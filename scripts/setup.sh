@@ -39,5 +39,10 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
         cat "$log" >&2
         echo "setup failed: could not install postgresql (log above, and in $log)" >&2
         exit 1
+    else
+        # Debian's package creates a cluster and may start it on 5432: the tests start their own.
+        pg_lsclusters -h 2>/dev/null | while read -r version name _; do
+            pg_ctlcluster "$version" "$name" stop >>"$log" 2>&1 || true
+        done
     fi
 fi

@@ -59,8 +59,12 @@ def _wait_ready(url: str, ferretdb: subprocess.Popen[bytes], log: Path) -> None:
             )
         client: MongoClient[dict[str, object]] = MongoClient(url, serverSelectionTimeoutMS=500)
         try:
-            client.admin.command("ping")
-            return
+            answered = "ferretdbVersion" in client.admin.command("buildInfo")
+            if answered and ferretdb.poll() is None:  # ours: not another server on a raced port
+                return
+            raise RuntimeError(
+                f"{url} is not the FerretDB started here: {log.read_text(errors='replace')[-2000:]}"
+            )
         except PyMongoError:
             time.sleep(0.2)
         finally:
@@ -71,7 +75,8 @@ def _wait_ready(url: str, ferretdb: subprocess.Popen[bytes], log: Path) -> None:
 @contextmanager
 def ferretdb_on_postgresql(pool_max_conns: int | None = None) -> Iterator[str]:
     """A MongoDB URL served by FerretDB on a fresh PostgreSQL cluster. `pool_max_conns` left
-    unset keeps FerretDB's own default (50), the pool its users run with."""
+    unset keeps FerretDB's own default (50), the pool its users run with. PostgreSQL listens on
+    its Unix socket only (no port to race for); both servers are stopped on every way out."""
     bindir = postgres_bin()
     if bindir is None:
         unavailable("PostgreSQL's server binaries are needed (scripts/setup.sh installs them as root)")
@@ -80,28 +85,24 @@ def ferretdb_on_postgresql(pool_max_conns: int | None = None) -> Iterator[str]:
         unavailable(f"FerretDB is needed at {ferretdb}: run deploy/local/up.sh once to build it")
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     home = Path(tempfile.mkdtemp(prefix="cairn-ferretdb-pg."))
-    home.chmod(0o755)
     pg_dir = home / "postgres"
-    pg_dir.mkdir()
-    if as_postgres:
-        shutil.chown(pg_dir, "postgres", "postgres")
     data, pg_port, mongo_port = pg_dir / "data", free_port(), free_port()
     pg_ctl = [*as_postgres, str(bindir / "pg_ctl"), "-D", str(data)]
     server: subprocess.Popen[bytes] | None = None
-    started = False
     try:
+        home.chmod(0o755)  # the postgres user reaches its directory through it
+        pg_dir.mkdir()
+        if as_postgres:
+            shutil.chown(pg_dir, "postgres", "postgres")
         _run(
             [*as_postgres, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"], "initdb"
         )
-        options = f"-c listen_addresses=127.0.0.1 -p {pg_port} -k {pg_dir} -c fsync=off"
-        _run(
-            [*pg_ctl, "-l", str(pg_dir / "postgres.log"), "-o", options, "-w", "-t", "60", "start"],
-            "pg_ctl start",
-        )
-        started = True
-        postgres_url = f"postgres://postgres@127.0.0.1:{pg_port}/postgres"
+        options = f"-c listen_addresses='' -p {pg_port} -k {pg_dir} -c fsync=off"
+        start = [*pg_ctl, "-l", str(pg_dir / "postgres.log"), "-o", options, "-w", "-t", "60", "start"]
+        _run(start, "pg_ctl start")
+        postgres_url = f"postgres://postgres@/postgres?host={pg_dir}&port={pg_port}"
         if pool_max_conns is not None:
-            postgres_url += f"?pool_max_conns={pool_max_conns}"
+            postgres_url += f"&pool_max_conns={pool_max_conns}"
         log = home / "ferretdb.log"
         with log.open("wb") as out:
             server = subprocess.Popen(
@@ -126,7 +127,7 @@ def ferretdb_on_postgresql(pool_max_conns: int | None = None) -> Iterator[str]:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGKILL)
             server.wait()
-        if started:
+        if (data / "postmaster.pid").exists():  # started, or half-started: stop it either way
             with suppress(RuntimeError):
                 _run([*pg_ctl, "-m", "immediate", "-w", "stop"], "pg_ctl stop")
         shutil.rmtree(home, ignore_errors=True)

@@ -11,7 +11,8 @@ import asyncio
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 from pymongo import ReplaceOne
@@ -84,17 +85,25 @@ an update command that matched a document until the command ends, and takes one 
 (docs/research/ferretdb-backends.md, section 2). A group commit sending the replaces of 50 running
 executions as one bulk write took all of FerretDB's default pool of 50 and waited for a 51st
 forever, wedging the server for every client. Commands of 8, one after another, hold at most 9
-connections per writer. Only there: FerretDB's SQLite backend has no pool and MongoDB no such
-hold, and the extra commands would only add round trips to every group commit."""
+connections. And one such command at a time per store (`MongoParts.updating`), so a process
+holds at most 9 whatever runs in it at once. Only there: FerretDB's SQLite backend has no pool and
+MongoDB no such hold, and the extra commands would only add round trips to every group commit."""
 
 
-async def updates_in_commands(collection: Any, requests: Sequence[Any], per_command: int | None) -> int:
+async def updates_in_commands(
+    collection: Any,
+    requests: Sequence[Any],
+    per_command: int | None,
+    slot: Callable[[], AbstractAsyncContextManager[None]] = nullcontext,
+) -> int:
     """Send unordered update or replace `requests` as commands of at most `per_command` (None:
-    one command), one command after another; returns how many documents they matched."""
+    one command), one command after another, each inside a `slot`; returns how many documents
+    they matched."""
     size = per_command or max(len(requests), 1)
     matched = 0
     for at in range(0, len(requests), size):
-        result = await collection.bulk_write(list(requests[at : at + size]), ordered=False)
+        async with slot():
+            result = await collection.bulk_write(list(requests[at : at + size]), ordered=False)
         matched += result.matched_count
     return matched
 
@@ -103,8 +112,8 @@ async def ferretdb_on_postgresql(collection: Any) -> bool | None:
     """Whether `collection` is served by FerretDB's PostgreSQL backend: its `explain` answers with
     PostgreSQL's plan tree (a document), where the SQLite backend gives SQLite's plan lines (a list)
     and MongoDB a `winningPlan`. Nothing else FerretDB 1.24 reports names its backend. None: no
-    plan to tell by (the collection does not exist yet). A server that refuses the explain is
-    taken for PostgreSQL: smaller commands are always safe."""
+    plan to tell by (a collection that does not exist, or a plan of another shape). A server
+    that refuses the explain is taken for PostgreSQL: smaller commands are always safe."""
     try:
         explained = await collection.database.command(
             "explain", {"find": collection.name, "filter": {"_id": ""}}, verbosity="queryPlanner"
@@ -242,6 +251,7 @@ class MongoParts:
     _atomic_updates: bool
     _updates_per_command: int | None
     _update_commands_sized: bool
+    _update_gate: asyncio.Semaphore
     _fence_retention_ms: int
     _fences_pruned_at: int = 0
     _ids_registered: bool = False
@@ -262,17 +272,26 @@ class MongoParts:
 
     async def updates(self, collection: Any, requests: Sequence[Any]) -> int:
         """`updates_in_commands` at this server's size. On FerretDB the size is found at the first
-        update of a collection that exists (`ferretdb_on_postgresql` reads a query plan of it),
-        not at `open`: creating a collection to read its plan is a DDL under FerretDB's global
-        lock, which must not meet a running writer (`_ensure_indexes`)."""
+        update of a collection (`ferretdb_on_postgresql` reads a query plan of it), not at
+        `open`: a plan needs the collection to exist, and creating one there is a DDL under
+        FerretDB's global lock, which must not meet a running writer (`_ensure_indexes`). A
+        server whose plan tells nothing gets the safe size for good."""
         if requests and not self._update_commands_sized:
             pooled = await ferretdb_on_postgresql(collection)
-            if pooled is not None:
-                self._updates_per_command = UPDATES_PER_COMMAND if pooled else None
-                self._update_commands_sized = True
-            else:  # cannot tell yet: the safe size
-                return await updates_in_commands(collection, requests, UPDATES_PER_COMMAND)
-        return await updates_in_commands(collection, requests, self._updates_per_command)
+            self._updates_per_command = None if pooled is False else UPDATES_PER_COMMAND
+            self._update_commands_sized = True
+        return await updates_in_commands(collection, requests, self._updates_per_command, self.updating)
+
+    @asynccontextmanager
+    async def updating(self) -> AsyncIterator[None]:
+        """Around every update or replace command that may match: where update commands are
+        bounded (FerretDB on PostgreSQL, or not known yet), one at a time in this store, so its
+        process holds at most `UPDATES_PER_COMMAND` + 1 of FerretDB's pool connections."""
+        if self._update_commands_sized and self._updates_per_command is None:
+            yield
+            return
+        async with self._update_gate:
+            yield
 
     async def find_current(
         self,

@@ -235,10 +235,12 @@ class MongoCommits(MongoFences):
         if again:  # rare: a finished execution committed again (FerretDB scans `finished` here)
             # One after another: each replace that matches holds two of FerretDB-on-PostgreSQL's
             # pool connections while it runs (`UPDATES_PER_COMMAND`).
-            results = [
-                await self._finished.replace_one(self._materialise_filter(documents[i]), documents[i])
-                for i in again
-            ]
+            results = []
+            for i in again:
+                async with self.updating():
+                    results.append(
+                        await self._finished.replace_one(self._materialise_filter(documents[i]), documents[i])
+                    )
             unmatched = [i for i, r in zip(again, results, strict=True) if r.matched_count == 0]
             versions = await asyncio.gather(
                 *(self._finished.find_one({"_id": documents[i]["_id"]}, {"version": 1}) for i in unmatched)
@@ -335,7 +337,8 @@ class MongoCommits(MongoFences):
         if is_finished(newest):
             await self._retire([newest])
             return
-        result = await self._workflows.replace_one(self._materialise_filter(newest), newest)
+        async with self.updating():
+            result = await self._workflows.replace_one(self._materialise_filter(newest), newest)
         if result.matched_count == 0:
             await self._revive(newest)
 

@@ -16,6 +16,7 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
@@ -217,10 +218,15 @@ def searched_copies(state: dict[str, Any]) -> dict[str, Any]:
     return copies
 
 
-async def backfill(collections: tuple[Any, ...], limit: int) -> int:
+async def backfill(
+    collections: tuple[Any, ...],
+    limit: int,
+    slot: Callable[[], AbstractAsyncContextManager[None]] = nullcontext,
+) -> int:
     """Documents stored before searches had their fields (no `startTime`) get them, up to
     `limit` per collection; how many were written. Each `$set` is conditional on the version read,
-    so a commit in between wins (and writes the fields itself)."""
+    so a commit in between wins (and writes the fields itself); each runs inside a `slot` (the
+    store's `updating`)."""
     written = 0
     for collection in collections:
         stale = await collection.find(
@@ -229,8 +235,9 @@ async def backfill(collections: tuple[Any, ...], limit: int) -> int:
         for data in stale:
             state = data.get("state")
             parsed = json.loads(opaque_text(state)) if isinstance(state, str | bytes) else state or {}
-            await collection.update_one(
-                {"_id": data["_id"], "version": data["version"]}, {"$set": searched_copies(parsed)}
-            )
+            async with slot():
+                await collection.update_one(
+                    {"_id": data["_id"], "version": data["version"]}, {"$set": searched_copies(parsed)}
+                )
         written += len(stale)
     return written

@@ -99,6 +99,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._atomic_updates = True
         self._updates_per_command: int | None = None
         self._update_commands_sized = False
+        self._update_gate = asyncio.Semaphore(1)
         self._fence_retention_ms = fence_retention_ms
 
     async def open(self) -> None:
@@ -155,7 +156,8 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
 
     async def put_workflow_def(self, definition: WorkflowDef) -> None:
         data = definition_to_mongo(f"{definition.name}:{definition.version}", definition)
-        await self._workflow_defs.replace_one({"_id": data["_id"]}, data, upsert=True)
+        async with self.updating():
+            await self._workflow_defs.replace_one({"_id": data["_id"]}, data, upsert=True)
 
     async def get_workflow_def(self, name: str, version: int | None = None) -> WorkflowDef | None:
         query: dict[str, Any] = {"name": name}
@@ -185,7 +187,8 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         if create:
             [inserted] = await insert_all(self._event_handlers, [data])
             return inserted
-        result = await self._event_handlers.replace_one({"_id": handler.name}, data)
+        async with self.updating():
+            result = await self._event_handlers.replace_one({"_id": handler.name}, data)
         return result.matched_count == 1
 
     async def list_event_handlers(self) -> list[EventHandler]:
@@ -207,7 +210,8 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
 
     async def put_task_def(self, task_def: TaskDef) -> None:
         data = definition_to_mongo(task_def.name, task_def)
-        await self._task_defs.replace_one({"_id": task_def.name}, data, upsert=True)
+        async with self.updating():
+            await self._task_defs.replace_one({"_id": task_def.name}, data, upsert=True)
 
     async def list_task_defs(self) -> list[TaskDef]:
         found = [TaskDef.model_validate(definition_body(data)) async for data in self._task_defs.find({})]
@@ -368,7 +372,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         FerretDB)."""
         if self._searched_fields_complete:
             return
-        written = await mongo_search.backfill((self._workflows, self._finished), limit)
+        written = await mongo_search.backfill((self._workflows, self._finished), limit, self.updating)
         self._searched_fields_complete = written == 0
 
     # ---- code workflows' histories ----

@@ -22,7 +22,8 @@ class MongoTimers(MongoParts):
     async def upsert_timer(self, timer: TimerRecord) -> None:
         data = timer.model_dump(by_alias=True, mode="json")
         data["_id"] = timer.timer_id
-        await self._timers.replace_one({"_id": timer.timer_id}, data, upsert=True)
+        async with self.updating():
+            await self._timers.replace_one({"_id": timer.timer_id}, data, upsert=True)
 
     async def delete_timers(self, timer_ids: Sequence[str]) -> None:
         """The timers, then their claim records (one filter for all: on FerretDB one scan of the

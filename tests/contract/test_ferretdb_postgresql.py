@@ -11,13 +11,16 @@ adapter sends them in one command.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from pymongo import monitoring
 
 from shared.adapters.mongo_codec import UPDATES_PER_COMMAND
 from shared.adapters.mongo_store import MongoStore
+from shared.models.definitions import TaskDef
 from shared.models.documents import TimerRecord, WorkflowDocument
 from shared.models.runtime import TaskState, TaskStatus, WorkflowState
 from shared.ports.store import Commit
@@ -35,9 +38,19 @@ def ferretdb_pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
-async def store(ferretdb_pg_url: str) -> AsyncIterator[MongoStore]:
+def update_sizes() -> UpdateSizes:
+    return UpdateSizes()
+
+
+@pytest.fixture
+async def store(ferretdb_pg_url: str, update_sizes: UpdateSizes) -> AsyncIterator[MongoStore]:
     # A short bound on every operation: a deadlocked server fails the test in seconds.
-    adapter = MongoStore(ferretdb_pg_url, f"cairn_pg_{uuid.uuid4().hex[:10]}", timeout_ms=15_000)
+    adapter = MongoStore(
+        ferretdb_pg_url,
+        f"cairn_pg_{uuid.uuid4().hex[:10]}",
+        timeout_ms=15_000,
+        event_listeners=[update_sizes],
+    )
     await adapter.open()
     yield adapter
     await adapter.close()
@@ -63,9 +76,26 @@ def _task(workflow_id: str, status: TaskStatus) -> TaskState:
     )
 
 
-def test_the_batches_exceed_the_pool_and_a_command_does_not() -> None:
-    assert BATCH > FERRETDB_DEFAULT_POOL
-    assert UPDATES_PER_COMMAND < FERRETDB_DEFAULT_POOL // 3  # room for other clients' commands
+class UpdateSizes(monitoring.CommandListener):
+    """The number of statements in each `update` command the store sends, and the most such
+    commands that were ever on their way at once."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.in_flight: set[int] = set()
+        self.most_in_flight = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "update":
+            self.sizes.append(len(event.command.get("updates", [])))
+            self.in_flight.add(event.request_id)
+            self.most_in_flight = max(self.most_in_flight, len(self.in_flight))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        self.in_flight.discard(event.request_id)
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        self.in_flight.discard(event.request_id)
 
 
 async def _commit_twice(store: MongoStore, workflow_id: str) -> None:
@@ -90,7 +120,10 @@ async def test_the_store_bounds_update_commands_on_postgresql_only(store: MongoS
         await on_sqlite.close()
 
 
-async def test_a_group_commit_larger_than_the_pool_commits(store: MongoStore) -> None:
+async def test_a_group_commit_larger_than_the_pool_commits(
+    store: MongoStore, update_sizes: UpdateSizes
+) -> None:
+    assert BATCH > FERRETDB_DEFAULT_POOL
     ids = [f"pg-{i:03d}" for i in range(BATCH)]
     scheduled = [_task(w, TaskStatus.SCHEDULED) for w in ids]
     created = await store.commit_workflows(
@@ -111,6 +144,9 @@ async def test_a_group_commit_larger_than_the_pool_commits(store: MongoStore) ->
     assert {w: d.version for w, d in loaded.items()} == dict.fromkeys(ids, 2)
     records = [await store.get_task(t.task_id) for t in completed[:: BATCH // 8]]
     assert [r.status if r else None for r in records] == [TaskStatus.COMPLETED] * len(records)
+    # The read model's replaces and the records' overwrites, BATCH each, in commands of at most 8.
+    assert max(update_sizes.sizes) == UPDATES_PER_COMMAND
+    assert sum(update_sizes.sizes) >= 2 * BATCH
 
 
 async def test_a_timer_pass_claiming_more_timers_than_the_pool_claims_them(store: MongoStore) -> None:
@@ -119,3 +155,37 @@ async def test_a_timer_pass_claiming_more_timers_than_the_pool_claims_them(store
     claimed = await store.claim_due_timers(now=200, owner="a", lease_ms=1000, limit=BATCH)
     assert len(claimed) == BATCH
     assert await store.claim_due_timers(now=300, owner="b", lease_ms=1000, limit=BATCH) == []
+
+
+async def test_update_commands_from_every_path_take_turns(
+    store: MongoStore, update_sizes: UpdateSizes
+) -> None:
+    """A group commit, a timer pass, timer upserts and definition writes at once, as the
+    decider's consumers, the timer service and the api run in one process (`cairn dev`): one
+    update command on its way at a time, so the process never holds more than 9 connections."""
+    ids = [f"turns-{i:03d}" for i in range(40)]
+    tasks = [_task(w, TaskStatus.SCHEDULED) for w in ids]
+    assert all(
+        await store.commit_workflows(
+            [Commit(_document(w, 1, t), 0, tasks=[t]) for w, t in zip(ids, tasks, strict=True)]
+        )
+    )
+    for i in range(40):
+        await store.upsert_timer(TimerRecord(timer_id=f"turn-{i:03d}", workflow_id="wf", fire_at=100))
+    await store.put_task_def(TaskDef(name="turns"))
+    update_sizes.most_in_flight = 0
+    await asyncio.gather(
+        store.commit_workflows(
+            [
+                Commit(_document(w, 2, t), 1, tasks=[t], base_updated_at=1001)
+                for w, t in zip(ids, tasks, strict=True)
+            ]
+        ),
+        store.claim_due_timers(now=200, owner="a", lease_ms=1000, limit=40),
+        *(
+            store.upsert_timer(TimerRecord(timer_id=f"turn-{i:03d}", workflow_id="wf", fire_at=100))
+            for i in range(10)
+        ),
+        *(store.put_task_def(TaskDef(name="turns", retry_count=i)) for i in range(10)),
+    )
+    assert update_sizes.most_in_flight == 1
