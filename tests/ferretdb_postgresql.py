@@ -24,18 +24,12 @@ from pathlib import Path
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from benchmarks.peers.dbos_peer import postgres_bin
 from tests.devserver import free_port
 from tests.needs import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
-PG_ROOT = Path("/usr/lib/postgresql")
 READY_TIMEOUT_S = 30
-
-
-def postgres_bin() -> Path | None:
-    """The newest installed PostgreSQL's bin directory (Debian: /usr/lib/postgresql/<major>/bin)."""
-    found = [d for d in PG_ROOT.glob("*/bin") if (d / "initdb").exists() and (d / "pg_ctl").exists()]
-    return max(found, key=lambda d: [int(n) for n in d.parent.name.split(".") if n.isdigit()], default=None)
 
 
 def ferretdb_binary() -> Path:

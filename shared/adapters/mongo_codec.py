@@ -11,8 +11,7 @@ import asyncio
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import Sequence
 from typing import Any
 
 from pymongo import ReplaceOne
@@ -84,28 +83,10 @@ FerretDB 1.24 on PostgreSQL, its default backend, holds a pool connection for ea
 an update command that matched a document until the command ends, and takes one more to write
 (docs/research/ferretdb-backends.md, section 2). A group commit sending the replaces of 50 running
 executions as one bulk write took all of FerretDB's default pool of 50 and waited for a 51st
-forever, wedging the server for every client. Commands of 8, one after another, hold at most 9
-connections. And one such command at a time per store (`MongoParts.updating`), so a process
-holds at most 9 whatever runs in it at once. Only there: FerretDB's SQLite backend has no pool and
-MongoDB no such hold, and the extra commands would only add round trips to every group commit."""
-
-
-async def updates_in_commands(
-    collection: Any,
-    requests: Sequence[Any],
-    per_command: int | None,
-    slot: Callable[[], AbstractAsyncContextManager[None]] = nullcontext,
-) -> int:
-    """Send unordered update or replace `requests` as commands of at most `per_command` (None:
-    one command), one command after another, each inside a `slot`; returns how many documents
-    they matched."""
-    size = per_command or max(len(requests), 1)
-    matched = 0
-    for at in range(0, len(requests), size):
-        async with slot():
-            result = await collection.bulk_write(list(requests[at : at + size]), ordered=False)
-        matched += result.matched_count
-    return matched
+forever, wedging the server for every client. Commands of 8, one at a time per store
+(`MongoParts.updates`), hold at most 9 connections, whatever else runs in the process. Only
+there: FerretDB's SQLite backend has no pool and MongoDB no such hold, and the extra commands
+would only add round trips to every group commit."""
 
 
 async def ferretdb_on_postgresql(collection: Any) -> bool | None:
@@ -271,27 +252,31 @@ class MongoParts:
             await self.updates(self._tasks, [ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in existing])
 
     async def updates(self, collection: Any, requests: Sequence[Any]) -> int:
-        """`updates_in_commands` at this server's size. On FerretDB the size is found at the first
-        update of a collection (`ferretdb_on_postgresql` reads a query plan of it), not at
-        `open`: a plan needs the collection to exist, and creating one there is a DDL under
-        FerretDB's global lock, which must not meet a running writer (`_ensure_indexes`). A
-        server whose plan tells nothing gets the safe size for good."""
+        """Every update or replace that may match goes through here: unordered, in commands of
+        at most `_updates_per_command` (None: one command), and where that is bounded (FerretDB
+        on PostgreSQL, or not known yet) one command at a time in this store, so its process holds
+        at most `UPDATES_PER_COMMAND` + 1 of FerretDB's pool connections. Returns how many
+        documents they matched.
+
+        On FerretDB the size is found at the first update of a collection (`ferretdb_on_postgresql`
+        reads a query plan of it), not at `open`: a plan needs the collection to exist, and
+        creating one there is a DDL under FerretDB's global lock, which must not meet a running
+        writer (`_ensure_indexes`). A server whose plan tells nothing gets the safe size for good."""
         if requests and not self._update_commands_sized:
             pooled = await ferretdb_on_postgresql(collection)
             self._updates_per_command = None if pooled is False else UPDATES_PER_COMMAND
             self._update_commands_sized = True
-        return await updates_in_commands(collection, requests, self._updates_per_command, self.updating)
-
-    @asynccontextmanager
-    async def updating(self) -> AsyncIterator[None]:
-        """Around every update or replace command that may match: where update commands are
-        bounded (FerretDB on PostgreSQL, or not known yet), one at a time in this store, so its
-        process holds at most `UPDATES_PER_COMMAND` + 1 of FerretDB's pool connections."""
-        if self._update_commands_sized and self._updates_per_command is None:
-            yield
-            return
-        async with self._update_gate:
-            yield
+        size = self._updates_per_command
+        if size is None:
+            return (
+                (await collection.bulk_write(list(requests), ordered=False)).matched_count if requests else 0
+            )
+        matched = 0
+        for at in range(0, len(requests), size):
+            async with self._update_gate:
+                result = await collection.bulk_write(list(requests[at : at + size]), ordered=False)
+            matched += result.matched_count
+        return matched
 
     async def find_current(
         self,

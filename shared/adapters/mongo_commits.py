@@ -235,18 +235,18 @@ class MongoCommits(MongoFences):
         if again:  # rare: a finished execution committed again (FerretDB scans `finished` here)
             # One after another: each replace that matches holds two of FerretDB-on-PostgreSQL's
             # pool connections while it runs (`UPDATES_PER_COMMAND`).
-            results = []
-            for i in again:
-                async with self.updating():
-                    results.append(
-                        await self._finished.replace_one(self._materialise_filter(documents[i]), documents[i])
-                    )
-            unmatched = [i for i, r in zip(again, results, strict=True) if r.matched_count == 0]
+            matched = [
+                await self.updates(
+                    self._finished, [ReplaceOne(self._materialise_filter(documents[i]), documents[i])]
+                )
+                for i in again
+            ]
+            unmatched = [i for i, n in zip(again, matched, strict=True) if n == 0]
             versions = await asyncio.gather(
                 *(self._finished.find_one({"_id": documents[i]["_id"]}, {"version": 1}) for i in unmatched)
             )
-            for i, result in zip(again, results, strict=True):
-                placed[i] = result.matched_count > 0
+            for i, n in zip(again, matched, strict=True):
+                placed[i] = n > 0
             for i, found in zip(unmatched, versions, strict=True):
                 placed[i] = found is not None and found["version"] == documents[i]["version"]
         # One delete for the batch (one scan of the small collection on FerretDB, not one each),
@@ -337,9 +337,7 @@ class MongoCommits(MongoFences):
         if is_finished(newest):
             await self._retire([newest])
             return
-        async with self.updating():
-            result = await self._workflows.replace_one(self._materialise_filter(newest), newest)
-        if result.matched_count == 0:
+        if not await self.updates(self._workflows, [ReplaceOne(self._materialise_filter(newest), newest)]):
             await self._revive(newest)
 
     async def remove_workflow(self, workflow_id: str) -> bool:

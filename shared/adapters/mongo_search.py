@@ -15,11 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, UpdateOne
 
 from shared.adapters.mongo_opaque import opaque_text
 from shared.search import AllOf, AnyOf, Condition, Query, SearchRequest
@@ -218,26 +217,35 @@ def searched_copies(state: dict[str, Any]) -> dict[str, Any]:
     return copies
 
 
+def _parsed(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored document's state, parsed: compressed, plain JSON text, or (older) a document."""
+    state = data.get("state")
+    parsed: dict[str, Any] = json.loads(opaque_text(state)) if isinstance(state, str | bytes) else state or {}
+    return parsed
+
+
 async def backfill(
     collections: tuple[Any, ...],
     limit: int,
-    slot: Callable[[], AbstractAsyncContextManager[None]] = nullcontext,
+    update: Callable[[Any, Sequence[UpdateOne]], Awaitable[int]],
 ) -> int:
     """Documents stored before searches had their fields (no `startTime`) get them, up to
     `limit` per collection; how many were written. Each `$set` is conditional on the version read,
-    so a commit in between wins (and writes the fields itself); each runs inside a `slot` (the
-    store's `updating`)."""
+    so a commit in between wins (and writes the fields itself). `update` sends a collection's
+    updates (the store's `updates`)."""
     written = 0
     for collection in collections:
         stale = await collection.find(
             {"startTime": {"$exists": False}}, {"state": 1, "version": 1}, limit=limit
         ).to_list()
-        for data in stale:
-            state = data.get("state")
-            parsed = json.loads(opaque_text(state)) if isinstance(state, str | bytes) else state or {}
-            async with slot():
-                await collection.update_one(
-                    {"_id": data["_id"], "version": data["version"]}, {"$set": searched_copies(parsed)}
+        await update(
+            collection,
+            [
+                UpdateOne(
+                    {"_id": data["_id"], "version": data["version"]}, {"$set": searched_copies(_parsed(data))}
                 )
+                for data in stale
+            ],
+        )
         written += len(stale)
     return written

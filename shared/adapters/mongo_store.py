@@ -37,7 +37,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel, ReplaceOne
 from pymongo.errors import DuplicateKeyError
 
 from shared.adapters import mongo_search
@@ -156,8 +156,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
 
     async def put_workflow_def(self, definition: WorkflowDef) -> None:
         data = definition_to_mongo(f"{definition.name}:{definition.version}", definition)
-        async with self.updating():
-            await self._workflow_defs.replace_one({"_id": data["_id"]}, data, upsert=True)
+        await self.updates(self._workflow_defs, [ReplaceOne({"_id": data["_id"]}, data, upsert=True)])
 
     async def get_workflow_def(self, name: str, version: int | None = None) -> WorkflowDef | None:
         query: dict[str, Any] = {"name": name}
@@ -187,9 +186,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         if create:
             [inserted] = await insert_all(self._event_handlers, [data])
             return inserted
-        async with self.updating():
-            result = await self._event_handlers.replace_one({"_id": handler.name}, data)
-        return result.matched_count == 1
+        return await self.updates(self._event_handlers, [ReplaceOne({"_id": handler.name}, data)]) == 1
 
     async def list_event_handlers(self) -> list[EventHandler]:
         found = [
@@ -210,8 +207,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
 
     async def put_task_def(self, task_def: TaskDef) -> None:
         data = definition_to_mongo(task_def.name, task_def)
-        async with self.updating():
-            await self._task_defs.replace_one({"_id": task_def.name}, data, upsert=True)
+        await self.updates(self._task_defs, [ReplaceOne({"_id": task_def.name}, data, upsert=True)])
 
     async def list_task_defs(self) -> list[TaskDef]:
         found = [TaskDef.model_validate(definition_body(data)) async for data in self._task_defs.find({})]
@@ -372,7 +368,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         FerretDB)."""
         if self._searched_fields_complete:
             return
-        written = await mongo_search.backfill((self._workflows, self._finished), limit, self.updating)
+        written = await mongo_search.backfill((self._workflows, self._finished), limit, self.updates)
         self._searched_fields_complete = written == 0
 
     # ---- code workflows' histories ----

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pymongo import ASCENDING, UpdateOne
+from pymongo import ASCENDING, ReplaceOne, UpdateOne
 from pymongo.errors import DuplicateKeyError
 
 from shared.adapters.mongo_codec import MongoParts, insert_all, timer_claim_id
@@ -22,8 +22,7 @@ class MongoTimers(MongoParts):
     async def upsert_timer(self, timer: TimerRecord) -> None:
         data = timer.model_dump(by_alias=True, mode="json")
         data["_id"] = timer.timer_id
-        async with self.updating():
-            await self._timers.replace_one({"_id": timer.timer_id}, data, upsert=True)
+        await self.updates(self._timers, [ReplaceOne({"_id": timer.timer_id}, data, upsert=True)])
 
     async def delete_timers(self, timer_ids: Sequence[str]) -> None:
         """The timers, then their claim records (one filter for all: on FerretDB one scan of the
