@@ -19,6 +19,7 @@ from services.api.views import load_executions
 from services.decider.code_turns import DEFAULT_APP
 from shared import idempotency, telemetry
 from shared.core.validation import DefinitionError, parse_workflow_def
+from shared.created_watch import created_watch
 from shared.messaging import outgoing
 from shared.models.documents import WorkflowDocument
 from shared.models.limits import (
@@ -155,19 +156,23 @@ async def start_execution(ctx: ApiContext, request: StartWorkflowRequest) -> str
 
 async def _until_visible(ctx: ApiContext, workflow_id: str) -> bool:
     """Wait (bounded by CAIRN_API_START_VISIBLE_S) until the decider committed the new
-    execution: read-your-writes for the caller, so an id this api returns never answers 404."""
+    execution: read-your-writes for the caller, so an id this api returns never answers 404.
+    A decider of this process says so at once (shared/created_watch.py), and then the store is
+    read only now and then, for one in another process; otherwise it is polled, soon at first."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ctx.start_visible_within_s
-    delay = 0.002
-    while True:
-        # Among running executions: a look for an id not stored yet costs more among finished
-        # ones (a scan on FerretDB). One that finished at once is found by the last look.
-        if await ctx.store.load_heads([workflow_id], running_only=True):
-            return True
-        if loop.time() >= deadline:
-            return bool(await ctx.store.load_heads([workflow_id]))
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.1)
+    watch = created_watch(ctx.store)
+    with watch.waiting(workflow_id) as created:
+        delay = 0.05 if watch.announced else 0.002
+        while True:
+            # Among running executions: a look for an id not stored yet costs more among finished
+            # ones (a scan on FerretDB). One that finished at once is found by the last look.
+            if created.done() or await ctx.store.load_heads([workflow_id], running_only=True):
+                return True
+            if loop.time() >= deadline:
+                return bool(await ctx.store.load_heads([workflow_id]))
+            await asyncio.wait([created], timeout=min(delay, max(deadline - loop.time(), 0)))
+            delay = min(delay * 2, 0.1)
 
 
 async def _document(ctx: ApiContext, workflow_id: str) -> WorkflowDocument:

@@ -36,6 +36,7 @@ from shared.core.decide import Limits
 from shared.core.run import Rejection
 from shared.core.scripting import Sandbox
 from shared.core.validation import DefinitionError, parse_workflow_def
+from shared.created_watch import created_watch
 from shared.messaging import PoisonMessageError, dead_letter, parse
 from shared.models.definitions import ModelPrice, WorkflowDef
 from shared.models.documents import INBOX_MEMORY, WorkflowDocument
@@ -142,6 +143,8 @@ class DeciderHandler:
         self.histories = RecentHistories()
         self._background: set[asyncio.Task[None]] = set()
         self.faults = faults or DeciderFaults(topics)
+        self.created = created_watch(store)
+        """Where an api of this process waits for the executions its starts asked for."""
 
     async def aclose(self) -> None:
         """Wait for background bookkeeping (outbox markers) to finish."""
@@ -256,6 +259,13 @@ class DeciderHandler:
             else:
                 won = await self.store.commit_workflows([plan.commit for plan in commits])  # type: ignore[misc]
         t3 = time.perf_counter()
+        created = [
+            plan.workflow_id
+            for plan, ok in zip(commits, won, strict=True)
+            if ok and plan.commit.expected_version == 0  # type: ignore[union-attr]
+        ]
+        if created:
+            self.created.announce(created)
         conflicted = [plan.workflow_id for plan, ok in zip(commits, won, strict=True) if not ok]
         if conflicted:  # rare with one owner per workflow: a redelivered batch, a rebalance
             log.info("%d commits lost to a newer version: %s", len(conflicted), conflicted[:10])

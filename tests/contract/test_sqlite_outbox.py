@@ -18,6 +18,7 @@ from services.decider.handler import DeciderHandler
 from shared.adapters.embedded_bus import EmbeddedBus
 from shared.adapters.sqlite_outbox import SqliteOutbox, atomic_outbox
 from shared.adapters.sqlite_store import SqliteStore
+from shared.created_watch import created_watch
 from shared.guard import GuardedBus
 from shared.ports.bus import Outgoing
 from shared.ports.store import Commit
@@ -210,3 +211,26 @@ async def test_concurrent_batches_on_one_file_all_land(pair: tuple[SqliteStore, 
     sent = dispatches(path, TOPICS.tasks("%"))
     assert sorted(m.workflow_instance_id for m in sent) == sorted(f"wf-c{i}" for i in range(20))
     assert unsent(path) == []
+
+
+async def test_a_decision_that_creates_an_execution_wakes_the_start_waiting_for_it(
+    pair: tuple[SqliteStore, EmbeddedBus, Path],
+) -> None:
+    """`cairn dev`'s api waits for its starts on the watch of the store it shares with the decider
+    (shared/created_watch.py): the commit that creates the execution wakes it, the one that only
+    moves it on does not (that start had returned long before)."""
+    store, bus, _ = pair
+    decider = decider_on(store, bus)
+    watch = created_watch(store)
+    with watch.waiting("wf-watched") as created, watch.waiting("wf-other") as other:
+        await decider.handle_batch([received(TOPICS, pipeline_start("wf-watched"), 0)])
+        await asyncio.sleep(0)
+        assert created.done() and await store.load_workflow("wf-watched") is not None
+        assert not other.done()
+    document = await store.load_workflow("wf-watched")
+    assert document is not None
+    with watch.waiting("wf-watched") as again:
+        await decider.handle_batch([received(TOPICS, pipeline_start("wf-watched"), 1)])
+        await asyncio.sleep(0)
+        assert not again.done(), "a start of an execution that exists creates nothing"
+    await decider.aclose()
