@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import write_results
 from benchmarks.w1_w2 import _spread
 
 HARNESS = Path(__file__).resolve().parent / "w1_w2.py"
@@ -140,5 +141,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     outcome = main(args)
     if args.json:
-        args.json.write_text(json.dumps(outcome, indent=2))
+        write_results(args.json, outcome)
     print(summarise(outcome))

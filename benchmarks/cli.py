@@ -57,6 +57,14 @@ def run_and_report(
     the summary, print the summary, and return the results."""
     outcome = asyncio.run(main(args))
     if json_path is not None:
-        json_path.write_text(json.dumps(outcome, indent=2))
+        write_results(json_path, outcome)
     print(summarise(outcome))
     return outcome
+
+
+def write_results(path: Path, results: Any) -> None:
+    """Write a run's results as JSON, making the folder first: benchmarks/results/, where the
+    README's commands write, is not in the repository (a fresh clone lost a whole run's figures
+    to a missing folder, after the run)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")

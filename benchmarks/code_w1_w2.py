@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -22,7 +21,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import run_record, settle_run_dir
+from benchmarks.cli import run_record, settle_run_dir, write_results
 from benchmarks.w1_w2 import (
     WORKFLOW_TIMEOUT_S,
     EmbeddedDriver,
@@ -189,4 +188,4 @@ if __name__ == "__main__":
     options = parser.parse_args()
     found = asyncio.run(main(options))
     if options.json:
-        options.json.write_text(json.dumps(found, indent=2))
+        write_results(options.json, found)

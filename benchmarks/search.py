@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.cli import write_results
 from shared.adapters.sqlite_store import SqliteStore
 from shared.models.documents import WorkflowDocument
 from shared.models.runtime import WorkflowState, WorkflowStatus
@@ -127,7 +127,7 @@ def main() -> None:
     for name, row in results["queries"].items():
         print(f"{name:36} {row['totalHits']:>9} {row['median_ms']:>10} {row['max_ms']:>8}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        write_results(args.json, results)
 
 
 if __name__ == "__main__":

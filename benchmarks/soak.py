@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sqlite3
 import statistics
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 from pymongo import AsyncMongoClient
 
-from benchmarks.cli import run_record
+from benchmarks.cli import run_record, write_results
 from benchmarks.w1_w2 import (
     Driver,
     EmbeddedDriver,
@@ -131,4 +130,4 @@ if __name__ == "__main__":
     arguments = parser.parse_args()
     outcome = asyncio.run(main(arguments))
     if arguments.json:
-        arguments.json.write_text(json.dumps(outcome, indent=2))
+        write_results(arguments.json, outcome)
