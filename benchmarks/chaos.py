@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from benchmarks.chaos_definitions import FLOWS, TASK_DEFS, WAIT_REF, kind_of, signal_payload
 from benchmarks.chaos_workers import LEDGER_ENV
+from benchmarks.cli import write_results
 from shared.adapters.mongo_store import MongoStore
 from shared.models.documents import WorkflowDocument
 from shared.models.runtime import TaskState, TaskStatus, WorkflowStatus
@@ -755,11 +756,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_servers()
     report["command"] = "python -m benchmarks.chaos " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.json is not None:
-        text = json.dumps(report, indent=2, default=str)
         if str(args.json) == "-":
-            print(text)
+            print(json.dumps(report, indent=2, default=str))
         else:
-            args.json.write_text(text)
+            write_results(args.json, report)
     print(render(report))
     if failed(report):
         print(f"\nFAILED; logs in {log_dir}\n{report['diagnostics']}", file=sys.stderr)

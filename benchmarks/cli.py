@@ -67,4 +67,4 @@ def write_results(path: Path, results: Any) -> None:
     README's commands write, is not in the repository (a fresh clone lost a whole run's figures
     to a missing folder, after the run)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")

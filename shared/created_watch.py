@@ -6,9 +6,12 @@ less and less often. Where the decider that commits the execution runs in the ap
 (`cairn dev`, the default, and any process running both services on one store), that decider
 announces what it created here and the start wakes at once, without polling: at concurrency 100
 the polls were ~6% of `cairn dev`'s CPU in W1-engine (benchmarks/README.md). The store both
-services share is the meeting point, so nothing is shared between stores, tests or processes;
-across processes the api polls as before, and it always polls as a fallback, so a watch that
-misses an execution (a decider in another process, a wrapped store) only costs time.
+services share is the meeting point, so nothing is shared between stores, tests or processes.
+An api without a decider in its process (every deployment but `cairn dev`) polls as before. One
+with a decider still reads the store, from 50 ms on, as a fallback: an execution this process's
+decider does not create (one created by a decider in another process, as with two `cairn dev
+--kafka` processes in one group; a wrapped store) is found that way, up to ~50 ms later than the
+polling from 2 ms would have found it.
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ class CreatedWatch:
                     continue
             except RuntimeError:  # announced from a thread without a loop
                 pass
-            loop.call_soon_threadsafe(_settle, future)
+            try:
+                loop.call_soon_threadsafe(_settle, future)
+            except RuntimeError:  # that loop has closed: its start is gone, nothing to wake
+                pass
 
     @contextmanager
     def waiting(self, workflow_id: str) -> Iterator[asyncio.Future[None]]:

@@ -175,15 +175,15 @@ async def _until_visible(ctx: ApiContext, workflow_id: str) -> bool:
         delay = 0.05 if watch.announced else 0.002
         while True:
             # Among running executions: a look for an id not stored yet costs more among finished
-            # ones (a scan on FerretDB). One that finished at once is found by the last look.
-            if created.done() or await ctx.store.load_heads([workflow_id], running_only=True):
+            # ones (a scan on FerretDB). There, one that finished at once is found by the last look.
+            if created.done():  # let the decision's dispatch go out before this reply
+                await asyncio.sleep(REPLY_DEFERRAL_S)
+                return True
+            if await ctx.store.load_heads([workflow_id], running_only=True):
                 return True
             if loop.time() >= deadline:
                 return bool(await ctx.store.load_heads([workflow_id]))
             await asyncio.wait([created], timeout=min(delay, max(deadline - loop.time(), 0)))
-            if created.done():  # let the decision's dispatch go out before this reply
-                await asyncio.sleep(REPLY_DEFERRAL_S)
-                return True
             delay = min(delay * 2, 0.1)
 
 

@@ -97,6 +97,9 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         self._searched_fields_complete = False
         self._snapshots = SnapshotCache(db["workflow_snapshots"])
         self._atomic_updates = True
+        self._lookups_by_id_indexed = True
+        """Whether a find by `_id` that finds nothing is an index lookup (MongoDB) rather than a
+        scan of the collection (FerretDB 1.24: `find_current`)."""
         self._updates_per_command: int | None = None
         self._update_commands_sized = False
         self._update_gate = asyncio.Semaphore(1)
@@ -106,6 +109,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
         info = await self._client.admin.command("buildInfo")
         # FerretDB 1.x runs conditional updates as read-then-write: neither atomic nor indexed.
         self._atomic_updates = "ferretdbVersion" not in info
+        self._lookups_by_id_indexed = "ferretdbVersion" not in info
         self._update_commands_sized = self._atomic_updates  # FerretDB's backend: `updates`
         await self._ensure_indexes()
 
@@ -235,7 +239,11 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
     async def load_heads(
         self, workflow_ids: Sequence[str], running_only: bool = False
     ) -> dict[str, WorkflowHeads]:
-        found = await self.find_current(workflow_ids, {"status": 1, "taskHeads": 1}, running_only)
+        # `running_only` spares a scan of `finished` for ids not stored yet (an api's start
+        # waiting for its execution). Where that look is an index lookup it is made anyway, so
+        # an execution that finished in its first decision is found at once, not at the wait's end.
+        skip_finished = running_only and not self._lookups_by_id_indexed
+        found = await self.find_current(workflow_ids, {"status": 1, "taskHeads": 1}, skip_finished)
         heads: dict[str, WorkflowHeads] = {}
         older: list[str] = []
         for data in found.values():

@@ -220,7 +220,9 @@ class Store(Protocol):
         self, workflow_ids: Sequence[str], running_only: bool = False
     ) -> dict[str, WorkflowHeads]:
         """Status and current-execution heads of the existing workflows among `workflow_ids`
-        (what `load_workflows` would say, at a fraction of the cost for large documents)."""
+        (what `load_workflows` would say, at a fraction of the cost for large documents).
+        `running_only` as for `load_workflows`: an adapter may leave finished ones out only where
+        looking for them costs more (FerretDB), since an api's start polls with it."""
         ...
 
     async def list_workflows(

@@ -20,6 +20,8 @@ from shared.adapters.sqlite_outbox import SqliteOutbox, atomic_outbox
 from shared.adapters.sqlite_store import SqliteStore
 from shared.created_watch import created_watch
 from shared.guard import GuardedBus
+from shared.models.messages import TaskResult
+from shared.models.runtime import TaskStatus
 from shared.ports.bus import Outgoing
 from shared.ports.store import Commit
 from shared.topics import Topics
@@ -228,9 +230,19 @@ async def test_a_decision_that_creates_an_execution_wakes_the_start_waiting_for_
         assert created.done() and await store.load_workflow("wf-watched") is not None
         assert not other.done()
     document = await store.load_workflow("wf-watched")
-    assert document is not None
+    assert document is not None and document.version == 1
+    add = document.state.tasks["add"]
+    done = TaskResult(
+        id=f"result:{add.task_id}:1",
+        workflow_instance_id="wf-watched",
+        task_id=add.task_id,
+        status=TaskStatus.COMPLETED,
+        output_data={"n": 3},
+    )
     with watch.waiting("wf-watched") as again:
-        await decider.handle_batch([received(TOPICS, pipeline_start("wf-watched"), 1)])
+        await decider.handle_batch([received(TOPICS, done, 1)])
         await asyncio.sleep(0)
-        assert not again.done(), "a start of an execution that exists creates nothing"
+        moved_on = await store.load_workflow("wf-watched")
+        assert moved_on is not None and moved_on.version == 2, "the result was committed"
+        assert not again.done(), "a commit that moves an execution on creates nothing"
     await decider.aclose()

@@ -647,6 +647,23 @@ async def test_heads_say_what_the_document_says(store: Store, fresh_store: Store
     assert heads["wf-1"] == heads_of(await fresh_store.load_workflow("wf-1"))  # type: ignore[arg-type]
 
 
+async def test_heads_of_running_executions_look_among_finished_ones_where_that_is_cheap(
+    store: Store, fresh_store: Any
+) -> None:
+    """An api's start polls with `running_only` until its execution is readable. One that finished
+    in its first decision is found at once where a look for a missing id is an index lookup
+    (SQLite, MongoDB); FerretDB, where that look scans, leaves finished ones out (found by the
+    start's last look). Before, MongoDB left them out too: such a start waited the full 5 s."""
+    assert await create(store, document("wf-done", status=WorkflowStatus.COMPLETED))
+    assert await create(store, document("wf-run", status=WorkflowStatus.RUNNING))
+    ids = ["wf-done", "wf-run", "wf-none"]
+    if getattr(fresh_store, "_lookups_by_id_indexed", True) is False:  # FerretDB
+        assert set(await fresh_store.load_heads(ids, running_only=True)) == {"wf-run"}
+        fresh_store._lookups_by_id_indexed = True  # what open() finds on MongoDB
+    assert set(await fresh_store.load_heads(ids, running_only=True)) == {"wf-done", "wf-run"}
+    assert set(await fresh_store.load_heads(ids)) == {"wf-done", "wf-run"}
+
+
 async def test_sqlite_heads_of_a_row_written_before_the_heads_column(tmp_path: Any) -> None:
     """A state file from before heads were kept: the column is added on open and such rows are
     read with SQLite's JSON functions."""

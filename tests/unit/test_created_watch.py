@@ -41,20 +41,18 @@ async def test_a_waiter_that_left_is_forgotten() -> None:
 
 
 class NeverVisible:
-    """A store in which the execution never shows: only the watch can end the wait."""
+    """A store in which the execution never shows: only the watch can end the wait. With
+    `announce_after`, its decider announces the execution right after that many looks."""
 
-    def __init__(self) -> None:
-        self.looks = 0
+    def __init__(self, announce_after: int | None = None) -> None:
+        self.looks: list[float] = []
+        self.announce_after = announce_after
 
     async def load_heads(self, workflow_ids: Sequence[str], running_only: bool = False) -> dict[str, Any]:
-        self.looks += 1
+        self.looks.append(asyncio.get_running_loop().time())
+        if len(self.looks) == self.announce_after:
+            asyncio.get_running_loop().call_soon(created_watch(self).announce, list(workflow_ids))
         return {}
-
-
-def test_each_store_has_its_own_watch() -> None:
-    one, other = NeverVisible(), NeverVisible()
-    assert created_watch(one) is created_watch(one)
-    assert created_watch(one) is not created_watch(other)
 
 
 def context(store: object, within_s: float) -> ApiContext:
@@ -62,23 +60,15 @@ def context(store: object, within_s: float) -> ApiContext:
 
 
 async def test_a_start_returns_when_its_decider_announces_and_looks_at_the_store_seldom() -> None:
-    store = NeverVisible()
-    watch = created_watch(store)
-    watch.announce([])  # a decider of this process has committed before
-
-    async def decider() -> None:
-        await asyncio.sleep(0.3)
-        watch.announce(["wf-new"])
-
-    announcing = asyncio.create_task(decider())
+    store = NeverVisible(announce_after=3)
+    created_watch(store).announce([])  # a decider of this process has committed before
     assert await _until_visible(context(store, 10), "wf-new")
-    await announcing
-    # Polling from 2 ms on would have looked 8 times in 0.3 s; the watch's fallback looks from
-    # 50 ms on (at 0, 50, 150 and 250 ms).
-    assert store.looks <= 4
+    assert len(store.looks) == 3, "no look after the announcement"
+    # Polling looked again 2 ms after its first look; with a decider here, the fallback waits 50 ms.
+    assert store.looks[1] - store.looks[0] >= 0.045
 
 
 async def test_without_a_decider_here_a_start_polls_and_gives_up_at_the_deadline() -> None:
     store = NeverVisible()
     assert not await _until_visible(context(store, 0.3), "wf-elsewhere")
-    assert store.looks >= 6, "no decider announces in this process: the store is polled soon and often"
+    assert len(store.looks) >= 6, "no decider announces in this process: the store is polled soon and often"
