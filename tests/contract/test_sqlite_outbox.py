@@ -20,12 +20,16 @@ from shared.adapters.sqlite_outbox import SqliteOutbox, atomic_outbox
 from shared.adapters.sqlite_store import SqliteStore
 from shared.created_watch import created_watch
 from shared.guard import GuardedBus
-from shared.models.messages import TaskResult
-from shared.models.runtime import TaskStatus
 from shared.ports.bus import Outgoing
 from shared.ports.store import Commit
 from shared.topics import Topics
-from tests.integration.test_decider_races import dispatches, pipeline_start, received, register_pipeline
+from tests.integration.test_decider_races import (
+    add_completed,
+    dispatches,
+    pipeline_start,
+    received,
+    register_pipeline,
+)
 from tests.waiting import eventually
 
 NOW = 1_800_000_000_000
@@ -231,14 +235,7 @@ async def test_a_decision_that_creates_an_execution_wakes_the_start_waiting_for_
         assert not other.done()
     document = await store.load_workflow("wf-watched")
     assert document is not None and document.version == 1
-    add = document.state.tasks["add"]
-    done = TaskResult(
-        id=f"result:{add.task_id}:1",
-        workflow_instance_id="wf-watched",
-        task_id=add.task_id,
-        status=TaskStatus.COMPLETED,
-        output_data={"n": 3},
-    )
+    done = add_completed("wf-watched", document.state.tasks["add"].task_id)
     with watch.waiting("wf-watched") as again:
         await decider.handle_batch([received(TOPICS, done, 1)])
         await asyncio.sleep(0)

@@ -72,6 +72,17 @@ async def register_pipeline(store: Store) -> None:
     await store.put_workflow_def(parse_workflow_def(PIPELINE))
 
 
+def add_completed(workflow_id: str, task_id: str) -> TaskResult:
+    """The pipeline's first task ("add") completed by its worker."""
+    return TaskResult(
+        id=f"result:{task_id}:1",
+        workflow_instance_id=workflow_id,
+        task_id=task_id,
+        status=TaskStatus.COMPLETED,
+        output_data={"n": 3},
+    )
+
+
 def pipeline_start(workflow_id: str) -> StartWorkflow:
     return StartWorkflow(
         id=f"start:{workflow_id}",
@@ -103,13 +114,7 @@ async def test_two_deciders_same_stale_read_one_commit_no_double_schedule(
         document = await second.load_workflow("wf-race")
         assert document is not None and document.version == 1
         add = document.state.tasks["add"]
-        done = TaskResult(
-            id=f"result:{add.task_id}:1",
-            workflow_instance_id="wf-race",
-            task_id=add.task_id,
-            status=TaskStatus.COMPLETED,
-            output_data={"n": 3},
-        )
+        done = add_completed("wf-race", add.task_id)
 
         barrier = asyncio.Barrier(2)
         racers = [ReadTogether(first, barrier), ReadTogether(second, barrier)]
