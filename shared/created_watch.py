@@ -5,7 +5,8 @@ answers 404), and the api cannot know when that is: it polls the store, first af
 less and less often. Where the decider that commits the execution runs in the api's own process
 (`cairn dev`, the default, and any process running both services on one store), that decider
 announces what it created here and the start wakes at once, without polling: at concurrency 100
-the polls were ~6% of `cairn dev`'s CPU in W1-engine (benchmarks/README.md). The store both
+the polls were 4.4% of `cairn dev`'s CPU samples in W1-engine, and starts that returned at once
+ran ~6% faster (benchmarks/README.md, seventeenth part). The store both
 services share is the meeting point, so nothing is shared between stores, tests or processes.
 An api without a decider in its process (every deployment but `cairn dev`) polls as before. One
 with a decider still reads the store, from 50 ms on, as a fallback: an execution this process's
