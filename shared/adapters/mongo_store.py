@@ -108,8 +108,7 @@ class MongoStore(MongoCommits, MongoTimers, MongoRetention):
     async def open(self) -> None:
         info = await self._client.admin.command("buildInfo")
         # FerretDB 1.x runs conditional updates as read-then-write: neither atomic nor indexed.
-        self._atomic_updates = "ferretdbVersion" not in info
-        self._lookups_by_id_indexed = "ferretdbVersion" not in info
+        self._atomic_updates = self._lookups_by_id_indexed = "ferretdbVersion" not in info
         self._update_commands_sized = self._atomic_updates  # FerretDB's backend: `updates`
         await self._ensure_indexes()
 
